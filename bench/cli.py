@@ -1,0 +1,45 @@
+"""The ``specbench`` command line: parses, delegates, prints. The work lives in the modules.
+
+Each sub-command group is registered by a module in ``bench.commands``; this file only
+assembles them and turns our errors into one-line messages and exit codes.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+
+import typer
+
+from bench import __version__
+from bench.commands import emulate, hardware, matrix, measure, report
+from bench.errors import SpecbenchError
+
+app = typer.Typer(
+    name="specbench",
+    help="Reproducible speculative-decoding benchmarks of LLM serving engines.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    add_completion=False,
+)
+
+for _module in (measure, emulate, matrix, report, hardware):
+    _module.register(app)
+
+
+@app.command("version")
+def version() -> None:
+    """Print the specbench version."""
+    typer.echo(__version__)
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """Entry point of the console script; exit code 2 for bad input, 1 for a failed run."""
+    try:
+        app(args=list(argv) if argv is not None else None, prog_name="specbench")
+    except SpecbenchError as err:
+        typer.echo(f"specbench: error: {err}", err=True)
+        sys.exit(err.exit_code)
+    except KeyboardInterrupt:
+        typer.echo("specbench: interrupted", err=True)
+        sys.exit(130)

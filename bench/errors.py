@@ -1,0 +1,37 @@
+"""Errors the CLI turns into exit codes and one-line messages (never a traceback)."""
+
+from __future__ import annotations
+
+from pydantic import ValidationError
+
+
+class SpecbenchError(Exception):
+    """Base of every error the CLI reports as one line."""
+
+    exit_code = 1
+
+
+class InputError(SpecbenchError):
+    """Bad input from the user: a file, a flag, a value. Exit code 2."""
+
+    exit_code = 2
+
+    def __init__(self, where: str, reason: str) -> None:
+        self.where = where
+        self.reason = reason
+        super().__init__(f"{where}: {reason}")
+
+
+class RunError(SpecbenchError):
+    """The run could not proceed (server never ready, container died, ...). Exit code 1."""
+
+    exit_code = 1
+
+
+def describe_validation_error(source: str, err: ValidationError) -> InputError:
+    """Turn a pydantic ValidationError into an InputError naming the first field at fault."""
+    first = err.errors()[0]
+    loc = ".".join(str(p) for p in first["loc"]) or "<root>"
+    more = len(err.errors()) - 1
+    suffix = f" (and {more} more problem{'s' if more > 1 else ''})" if more else ""
+    return InputError(f"{source}: {loc}", f"{first['msg']}{suffix}")

@@ -1,0 +1,269 @@
+"""Benchmark payloads: the lmx-compatible fields plus specbench's evidence block.
+
+One payload describes one engine configuration at one concurrency level. The lmx names are kept
+in camelCase so a payload can be handed to lmx tooling unchanged; everything lmx does not know
+lives under ``evidence``. ``SCHEMA_VERSION`` changes whenever a field changes meaning.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import Field, ValidationError, field_validator, model_validator
+
+from bench.atomic import write_text
+from bench.errors import describe_validation_error
+from bench.hardware_schema import Hardware
+from bench.models import MutableModel, StrictModel
+from bench.stats import Summary
+
+SCHEMA_VERSION = "specbench.payload/1"
+
+SpecMethod = Literal["DFLASH", "MTP", "NONE"]
+EngineName = Literal["vllm", "sglang"]
+
+
+def canonical_spec_method(value: object) -> object:
+    """``dflash``/``DFlash``/``mtp`` -> ``DFLASH``/``MTP``; ``none``/empty -> ``NONE``."""
+    if isinstance(value, str):
+        v = value.strip().upper()
+        return "NONE" if v in ("", "NONE", "OFF") else v
+    return value
+
+
+class SampleStats(StrictModel):
+    """lmx's ``sampleStats`` block (over the per-iteration ``samples``)."""
+
+    min: float
+    p50: float
+    mean: float
+    max: float
+    stddev: float
+
+
+class EngineFlags(StrictModel):
+    """lmx's ``engineFlags``. Spec counters are deltas over the measured iterations only."""
+
+    specDecoding: bool
+    specMethod: SpecMethod
+    specModel: str | None = None
+    specNumTokens: int | None = Field(default=None, ge=1)
+    specDraftTokens: int | None = Field(default=None, ge=0)
+    specAcceptedTokens: int | None = Field(default=None, ge=0)
+    specAcceptanceRate: float | None = Field(default=None, ge=0, le=1)
+    specMeanAcceptedLength: float | None = Field(default=None, ge=0)
+    tensorParallel: int = Field(ge=1)
+    concurrency: int = Field(ge=1)
+    temperature: float = Field(ge=0)
+    prefixCaching: bool | None = None
+    gpuMemUtil: float | None = Field(default=None, gt=0, le=1)
+    commandSnippet: str | None = None
+
+    @field_validator("specMethod", mode="before")
+    @classmethod
+    def _canon(cls, v: object) -> object:
+        return canonical_spec_method(v)
+
+    @model_validator(mode="after")
+    def _consistent(self) -> EngineFlags:
+        if self.specDecoding != (self.specMethod != "NONE"):
+            raise ValueError("specDecoding must be true exactly when specMethod is not NONE")
+        if self.specDecoding and self.specNumTokens is None:
+            raise ValueError("specNumTokens is required when specDecoding is true")
+        return self
+
+
+class RequestRecord(MutableModel):
+    """One streamed request as the client saw it. Times are seconds on the client's monotonic
+    clock, relative to ``sent``; ``chunk_times`` holds every content-bearing chunk's arrival."""
+
+    request_id: str
+    stream_index: int = 0
+    sent_at: float
+    first_token_at: float | None = None
+    last_token_at: float | None = None
+    ended_at: float | None = None
+    ttft_ms: float | None = None
+    decode_tok_s: float | None = None
+    e2e_ms: float | None = None
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    finish_reason: str | None = None
+    chunk_times: list[float] = Field(default_factory=list)
+    chunk_chars: list[int] = Field(default_factory=list)
+    output_sha256: str | None = None
+    http_status: int | None = None
+    error: str | None = None
+    reasons: list[str] = Field(default_factory=list)
+
+    @property
+    def valid(self) -> bool:
+        return self.error is None and not self.reasons
+
+
+class MetricSnapshot(StrictModel):
+    """Raw counter values scraped from the engine, keyed by the engine's own metric names."""
+
+    at: float
+    values: dict[str, float]
+
+
+class AcceptanceDelta(StrictModel):
+    """Speculative counters over one window, with one definition for both engines:
+    acceptance_rate = accepted / draft_tokens; mean_acceptance_length = 1 + accepted / drafts."""
+
+    drafts: int = Field(ge=0)
+    draft_tokens: int = Field(ge=0)
+    accepted_tokens: int = Field(ge=0)
+    acceptance_rate: float | None = None
+    mean_acceptance_length: float | None = None
+    accepted_per_position: list[int] = Field(default_factory=list)
+    source: str = Field(description="where the counters came from, e.g. 'vllm /metrics'")
+    before: MetricSnapshot | None = None
+    after: MetricSnapshot | None = None
+
+
+class IterationRecord(MutableModel):
+    """One warmup or measured iteration: C concurrent requests started together."""
+
+    index: int
+    warmup: bool
+    window_start: float
+    window_end: float
+    requests: list[RequestRecord]
+    per_stream_mean_tok_s: float | None = None
+    aggregate_tok_s: float | None = Field(
+        default=None, description="total completion tokens / (last token - first send)"
+    )
+    acceptance: AcceptanceDelta | None = None
+    reasons: list[str] = Field(default_factory=list)
+
+    @property
+    def valid(self) -> bool:
+        return not self.reasons and all(r.valid for r in self.requests)
+
+
+class Figures(StrictModel):
+    """Summary statistics over the measured iterations, one entry per figure."""
+
+    decode_tok_s: Summary = Field(description="per-stream decode tok/s, mean over streams per iteration")
+    ttft_ms: Summary
+    e2e_ms: Summary
+    aggregate_tok_s: Summary = Field(description="total output tokens / window, per iteration")
+
+
+class ValidityReason(StrictModel):
+    """Why a run is invalid (or, with ``severity='warning'``, what a reader should know)."""
+
+    code: str
+    message: str
+    severity: Literal["invalid", "warning"] = "invalid"
+    evidence: list[str] = Field(default_factory=list)
+
+
+class Validity(StrictModel):
+    valid: bool
+    reasons: list[ValidityReason] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Validity:
+        invalid = any(r.severity == "invalid" for r in self.reasons)
+        if self.valid == invalid:
+            raise ValueError("valid must be false exactly when an 'invalid' reason is present")
+        return self
+
+
+class Workload(StrictModel):
+    prompt_tokens: int = Field(ge=1)
+    max_tokens: int = Field(ge=2)
+    concurrency: int = Field(ge=1)
+    warmup: int = Field(ge=0)
+    iterations: int = Field(ge=1)
+    temperature: float = 0.0
+    ignore_eos: bool = True
+    tokenizer: str | None = Field(default=None, description="tokenizer used to size prompts")
+
+
+class RunInfo(StrictModel):
+    specbench_version: str
+    started_at: str
+    finished_at: str
+    base_url: str
+    served_model: str
+    command: list[str] = Field(default_factory=list, description="argv that produced the payload")
+    run_id: str | None = None
+    config_name: str | None = None
+    simulated: bool = False
+
+
+class Evidence(StrictModel):
+    """Everything lmx does not know: raw records, acceptance, figures, verdict."""
+
+    run: RunInfo
+    workload: Workload
+    figures: Figures
+    iterations: list[IterationRecord]
+    acceptance: AcceptanceDelta | None = None
+    acceptance_raw: dict[str, Any] = Field(
+        default_factory=dict, description="engine-specific raw figures, kept verbatim"
+    )
+    validity: Validity
+    telemetry: dict[str, Any] | None = None
+    warnings: list[str] = Field(default_factory=list)
+
+
+class Payload(StrictModel):
+    """One configuration at one concurrency level. ``tokSOut``/``ttftMs`` are the arithmetic
+    means over measured iterations (the seed report's headline), with the spread alongside."""
+
+    schemaVersion: Literal["specbench.payload/1"] = SCHEMA_VERSION
+    simulated: bool = Field(description="true when produced against the emulator: never publishable")
+    hfId: str
+    modelRevision: str | None = None
+    hardware: Hardware
+    engineName: EngineName
+    engineVersion: str | None = None
+    backend: str = "cuda"
+    quantization: str
+    tokSOut: float = Field(ge=0)
+    ttftMs: float = Field(ge=0)
+    tokSTotal: float | None = None
+    promptTokens: int = Field(ge=1)
+    outputTokens: int = Field(ge=1)
+    samples: list[float]
+    sampleStats: SampleStats
+    promptSha256: str
+    outputSha256: str
+    engineFlags: EngineFlags
+    notes: str | None = None
+    evidence: Evidence
+
+    @model_validator(mode="after")
+    def _simulated_is_labelled(self) -> Payload:
+        if self.simulated != self.evidence.run.simulated:
+            raise ValueError("simulated and evidence.run.simulated disagree")
+        return self
+
+
+def payload_json_schema() -> dict[str, Any]:
+    return Payload.model_json_schema()
+
+
+def write_payload(path: Path, payload: Payload) -> None:
+    write_text(path, payload.model_dump_json(indent=2) + "\n")
+
+
+def read_payload(path: Path) -> Payload:
+    """Read and validate a payload; an InputError names the file and the field at fault."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as err:
+        from bench.errors import InputError
+
+        raise InputError(str(path), f"cannot read JSON: {err}") from None
+    try:
+        return Payload.model_validate(data)
+    except ValidationError as err:
+        raise describe_validation_error(str(path), err) from None
