@@ -23,6 +23,13 @@ app = typer.Typer(
     add_completion=False,
 )
 
+
+
+@app.callback()
+def _root() -> None:
+    """Reproducible speculative-decoding benchmarks of LLM serving engines."""
+
+
 for _module in (measure, emulate, matrix, report, hardware):
     _module.register(app)
 
