@@ -148,7 +148,9 @@ class IterationRecord(MutableModel):
 class Figures(StrictModel):
     """Summary statistics over the measured iterations, one entry per figure."""
 
-    decode_tok_s: Summary = Field(description="per-stream decode tok/s, mean over streams per iteration")
+    decode_tok_s: Summary = Field(
+        description="per-stream decode tok/s, mean over streams per iteration"
+    )
     ttft_ms: Summary
     e2e_ms: Summary
     aggregate_tok_s: Summary = Field(description="total output tokens / window, per iteration")
@@ -219,7 +221,9 @@ class Payload(StrictModel):
     means over measured iterations (the seed report's headline), with the spread alongside."""
 
     schemaVersion: Literal["specbench.payload/1"] = SCHEMA_VERSION
-    simulated: bool = Field(description="true when produced against the emulator: never publishable")
+    simulated: bool = Field(
+        description="true when produced against the emulator: never publishable"
+    )
     hfId: str
     modelRevision: str | None = None
     hardware: Hardware

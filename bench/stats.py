@@ -65,7 +65,8 @@ def welch(a: Sequence[float], b: Sequence[float]) -> WelchResult:
     va, vb = sa.stddev**2 / sa.n, sb.stddev**2 / sb.n
     diff = sa.mean - sb.mean
     if va + vb == 0.0:
-        return WelchResult(t=math.inf if diff else 0.0, df=float("nan"), p_value=0.0 if diff else 1.0)
+        exact = 0.0 if diff else 1.0
+        return WelchResult(t=math.inf if diff else 0.0, df=float("nan"), p_value=exact)
     t = diff / math.sqrt(va + vb)
     df = (va + vb) ** 2 / (va**2 / (sa.n - 1) + vb**2 / (sb.n - 1))
     p = 2.0 * (1.0 - t_cdf(abs(t), df))
