@@ -24,7 +24,6 @@ app = typer.Typer(
 )
 
 
-
 @app.callback()
 def _root() -> None:
     """Reproducible speculative-decoding benchmarks of LLM serving engines."""
