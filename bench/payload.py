@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
 from pydantic import Field, ValidationError, field_validator, model_validator
 
@@ -19,7 +19,7 @@ from bench.hardware_schema import Hardware
 from bench.models import MutableModel, StrictModel
 from bench.stats import Summary
 
-SCHEMA_VERSION = "specbench.payload/1"
+SCHEMA_VERSION: Final = "specbench.payload/1"
 
 SpecMethod = Literal["DFLASH", "MTP", "NONE"]
 EngineName = Literal["vllm", "sglang"]
