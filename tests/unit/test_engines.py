@@ -1,0 +1,79 @@
+"""Engine adapters: argv from a configuration, the docker run line, log patterns."""
+
+from __future__ import annotations
+
+import json
+import shlex
+
+import pytest
+
+from bench.engines import get_engine
+from bench.engines.base import flag_value
+from bench.errors import InputError
+from bench.experiment import EXPERIMENTS_DIR, load_experiment
+from bench.plan import plan_entries
+
+EXP = load_experiment(EXPERIMENTS_DIR / "qwen38-27b-gptq-2x3090.yaml")
+
+
+def test_vllm_argv_is_program_model_seed_flags_plumbing() -> None:
+    cfg = EXP.configuration("vllm-mtp")
+    argv = get_engine("vllm").server_argv(cfg, EXP)
+    assert argv[:3] == ["vllm", "serve", "/models/Qwen3.8-27B-GPTQ-4bit"]
+    assert argv[3 : 3 + len(cfg.args)] == cfg.args
+    assert flag_value(argv, "--served-model-name") == EXP.served_model
+
+
+def test_sglang_dflash_block_is_tokens_plus_one() -> None:
+    cfg = EXP.configuration("sglang-dflash")
+    argv = get_engine("sglang").server_argv(cfg, EXP)
+    assert flag_value(argv, "--speculative-num-draft-tokens") == "5"
+    assert flag_value(argv, "--speculative-draft-model-path") == "/models/Qwen3.8-27B-DFlash2"
+    assert "--enable-metrics" in argv
+
+
+def test_vllm_dflash_config_names_the_draft_path() -> None:
+    argv = get_engine("vllm").server_argv(EXP.configuration("vllm-dflash"), EXP)
+    spec = json.loads(flag_value(argv, "--speculative-config") or "{}")
+    assert spec == {
+        "method": "dflash",
+        "model": "/models/Qwen3.8-27B-DFlash2",
+        "num_speculative_tokens": 4,
+    }
+
+
+def test_server_argv_is_pure() -> None:
+    cfg = EXP.configuration("sglang-mtp")
+    eng = get_engine("sglang")
+    assert eng.server_argv(cfg, EXP) == eng.server_argv(cfg, EXP)
+
+
+def test_docker_run_line_binds_loopback_and_never_carries_a_token_value() -> None:
+    for entry in plan_entries(EXP):
+        words = shlex.split(entry.docker_run)
+        p = words[words.index("-p") + 1]
+        assert p.startswith("127.0.0.1:"), p
+        assert words[words.index("-e") + 1] == "HF_TOKEN"
+        assert "--ipc=host" in words
+        # The server argv follows the image unchanged.
+        assert shlex.join(words[-(len(entry.argv) - 1) :]) == shlex.join(entry.argv[1:])
+
+
+def test_sglang_skipped_tensor_pattern_matches_the_loader_warning() -> None:
+    eng = get_engine("sglang")
+    line = (
+        "[2026-12-02 10:00:00 TP0] Parameter model.layers.0.q_proj.weight "
+        "not found in params_dict, skip loading"
+    )
+    hits = [p.code for p in eng.load_patterns if p.search(line)]
+    assert hits == ["draft_tensors_skipped"]
+
+
+def test_unknown_engine_is_input_error() -> None:
+    with pytest.raises(InputError):
+        get_engine("tgi")
+
+
+def test_vllm_version_from_startup_line() -> None:
+    eng = get_engine("vllm")
+    assert eng.version_from_log("INFO vLLM server version 0.33.0, serving model x") == "0.33.0"
