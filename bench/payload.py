@@ -76,8 +76,10 @@ class EngineFlags(StrictModel):
 
 
 class RequestRecord(MutableModel):
-    """One streamed request as the client saw it. Times are seconds on the client's monotonic
-    clock, relative to ``sent``; ``chunk_times`` holds every content-bearing chunk's arrival."""
+    """One streamed request as the client saw it. ``sent_at`` is the client's monotonic clock
+    (``time.perf_counter``) at send; every other time is seconds relative to it.
+    ``chunk_times`` holds every SSE chunk's arrival (role-only and usage chunks included) and
+    ``chunk_chars`` the content/reasoning characters it carried (0 = not a token chunk)."""
 
     request_id: str
     stream_index: int = 0
@@ -90,6 +92,7 @@ class RequestRecord(MutableModel):
     e2e_ms: float | None = None
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
+    reasoning_tokens: int | None = None
     finish_reason: str | None = None
     chunk_times: list[float] = Field(default_factory=list)
     chunk_chars: list[int] = Field(default_factory=list)
@@ -148,12 +151,15 @@ class IterationRecord(MutableModel):
 class Figures(StrictModel):
     """Summary statistics over the measured iterations, one entry per figure."""
 
-    decode_tok_s: Summary = Field(
+    decode_tok_s: Summary | None = Field(
         description="per-stream decode tok/s, mean over streams per iteration"
     )
-    ttft_ms: Summary
-    e2e_ms: Summary
-    aggregate_tok_s: Summary = Field(description="total output tokens / window, per iteration")
+    ttft_ms: Summary | None
+    e2e_ms: Summary | None
+    aggregate_tok_s: Summary | None = Field(
+        description="total output tokens / window, per iteration"
+    )
+    # None only when no measured iteration was valid (the payload's validity then says invalid).
 
 
 class ValidityReason(StrictModel):
@@ -271,3 +277,103 @@ def read_payload(path: Path) -> Payload:
         return Payload.model_validate(data)
     except ValidationError as err:
         raise describe_validation_error(str(path), err) from None
+
+
+class Problem(StrictModel):
+    """One finding of ``specbench validate``: the file, the JSON path and the reason."""
+
+    file: str
+    path: str
+    reason: str
+    severity: Literal["error", "warning"] = "error"
+
+
+def _close(a: float, b: float) -> bool:
+    return abs(a - b) <= 1e-6 * max(1.0, abs(a), abs(b))
+
+
+def check_payload_file(path: Path) -> list[Problem]:
+    """The offline dry-run validator: schema errors (all of them, each with its JSON path), then
+    payload-level consistency. A payload whose validity block says invalid is an error."""
+    f = str(path)
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
+        return [Problem(file=f, path="$", reason=f"cannot read JSON: {err}")]
+    try:
+        p = Payload.model_validate(data)
+    except ValidationError as err:
+        return [
+            Problem(
+                file=f,
+                path="$" + "".join(f"[{x}]" if isinstance(x, int) else f".{x}" for x in e["loc"]),
+                reason=e["msg"],
+            )
+            for e in err.errors()
+        ]
+    return check_payload(p, f)
+
+
+def check_payload(p: Payload, f: str = "<payload>") -> list[Problem]:
+    out: list[Problem] = []
+
+    def err(where: str, reason: str, severity: Literal["error", "warning"] = "error") -> None:
+        out.append(Problem(file=f, path=where, reason=reason, severity=severity))
+
+    ev = p.evidence
+    if not ev.validity.valid:
+        why = "; ".join(
+            f"{r.code}: {r.message}" for r in ev.validity.reasons if r.severity == "invalid"
+        )
+        err("$.evidence.validity.valid", f"run is invalid: {why}")
+    if p.simulated:
+        err("$.simulated", "produced against the emulator (SIMULATED): not publishable", "warning")
+    wl = ev.workload
+    if p.promptTokens != wl.prompt_tokens:
+        err("$.promptTokens", f"{p.promptTokens} != evidence.workload.prompt_tokens")
+    if p.outputTokens != wl.max_tokens:
+        err("$.outputTokens", f"{p.outputTokens} != evidence.workload.max_tokens")
+    if p.engineFlags.concurrency != wl.concurrency:
+        err("$.engineFlags.concurrency", "differs from evidence.workload.concurrency")
+    measured = [it for it in ev.iterations if not it.warmup]
+    if len(measured) != wl.iterations:
+        err(
+            "$.evidence.iterations",
+            f"{len(measured)} measured iterations, workload says {wl.iterations}",
+        )
+    if ev.validity.valid:
+        if p.samples and not _close(p.tokSOut, sum(p.samples) / len(p.samples)):
+            err("$.tokSOut", "is not the mean of samples")
+        if not p.samples:
+            err("$.samples", "a valid run needs at least one sample")
+        elif not (
+            _close(p.sampleStats.min, min(p.samples)) and _close(p.sampleStats.max, max(p.samples))
+        ):
+            err("$.sampleStats", "min/max do not match samples")
+        fig = ev.figures.decode_tok_s
+        if fig is None or fig.n != len(p.samples):
+            err("$.evidence.figures.decode_tok_s", "missing or n differs from len(samples)")
+    for i, it in enumerate(ev.iterations):
+        if it.warmup or not it.valid:
+            continue
+        for k, r in enumerate(it.requests):
+            where = f"$.evidence.iterations[{i}].requests[{k}]"
+            if r.completion_tokens != p.outputTokens:
+                err(where + ".completion_tokens", f"{r.completion_tokens} != outputTokens")
+            if r.first_token_at is None or r.last_token_at is None or r.decode_tok_s is None:
+                err(where, "valid request without token times or decode rate")
+                continue
+            window = r.last_token_at - r.first_token_at
+            expect = (
+                (r.completion_tokens - 1) / window if r.completion_tokens and window > 0 else -1
+            )
+            if not _close(r.decode_tok_s, expect):
+                err(where + ".decode_tok_s", "is not (completion_tokens-1)/(last-first token)")
+            rt, ct = r.reasoning_tokens, r.completion_tokens
+            if rt is not None and ct is not None and rt > ct:
+                err(where + ".reasoning_tokens", "exceeds completion_tokens")
+    fl = p.engineFlags
+    drafted, accepted = fl.specDraftTokens, fl.specAcceptedTokens
+    if drafted is not None and accepted is not None and accepted > drafted:
+        err("$.engineFlags.specAcceptedTokens", "exceeds specDraftTokens")
+    return out
