@@ -38,6 +38,14 @@ class GpuExtended(StrictModel):
     computeCapability: str | None = None
     memoryBusWidthBits: int | None = None
     datasheetBandwidthGBs: float | None = None
+    # Added by issue 8 (all optional, so older records still validate).
+    nvmlName: str | None = None
+    memoryTotalBytes: int | None = Field(default=None, ge=0)
+    powerLimitEnforcedW: float | None = None
+    derivedBandwidthGBs: float | None = Field(
+        default=None, description="max memory clock x 2 (double data rate) x bus width / 8"
+    )
+    nvlinkActiveLinks: int | None = None
 
 
 class HardwareExtended(StrictModel):
@@ -52,6 +60,15 @@ class HardwareExtended(StrictModel):
     nvlink: dict[str, int] = Field(default_factory=dict)
     topology: str | None = None
     capturedAt: str | None = None
+    # Added by issue 8 (all optional).
+    topologyPairs: dict[str, str] = Field(
+        default_factory=dict,
+        description="'i-j' -> NVML common-ancestor level (SYSTEM, HOSTBRIDGE..)",
+    )
+    cpuCores: int | None = None
+    kernel: str | None = None
+    arch: str | None = None
+    notes: list[str] = Field(default_factory=list)
 
 
 class Hardware(StrictModel):
