@@ -1,0 +1,258 @@
+"""The pinned upstream engine sources: download the pinned wheels once, keep their .py files.
+
+Contract tests and preflight checks read the exact vLLM/SGLang releases the bundle pins. The
+versions come from the experiment file's ``engines`` section (one source of truth); the wheels
+are fetched with ``pip download --no-deps`` into a cache and only their ``.py`` files (plus the
+dist-info METADATA) are extracted. An existing cache is reused as is.
+
+Cache layout (``$SPECBENCH_UPSTREAM_CACHE``, default ``<repo>/.cache/upstream``)::
+
+    wheels/<name>-<version>-*.whl
+    src/<name>-<version>/<name>/...        # importable root: put src/<name>-<version> on sys.path
+    src/<name>-<version>/.specbench-complete  # written last: wheel file name + sha256
+
+``python -m bench.upstream [EXPERIMENT]`` fills the cache and prints the source roots (CI runs it
+before the contract tier so that one job downloads the two wheels once).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import zipfile
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from bench.atomic import sha256_file, write_text
+from bench.errors import InputError, RunError
+from bench.models import StrictModel
+
+CACHE_ENV = "SPECBENCH_UPSTREAM_CACHE"
+REPO_ROOT = Path(__file__).resolve().parent.parent
+DEFAULT_EXPERIMENT = REPO_ROOT / "bench" / "experiments" / "qwen38-27b-gptq-2x3090.yaml"
+COMPLETE_MARKER = ".specbench-complete"
+
+# Engine name in the experiment -> its PyPI distribution.
+ENGINE_PACKAGES: dict[str, str] = {"vllm": "vllm", "sglang": "sglang"}
+# Used only when the experiment file (H3) cannot be read yet; the experiment is the source of truth.
+FALLBACK_VERSIONS: dict[str, str] = {"vllm": "0.33.0", "sglang": "0.5.19"}
+# Both wheels are CPython 3.11-compatible manylinux x86_64 builds; asking pip for exactly that
+# platform keeps the download identical whatever machine runs it.
+PIP_PLATFORM_ARGS = (
+    "--only-binary=:all:",
+    "--implementation",
+    "cp",
+    "--python-version",
+    "3.11",
+    "--platform",
+    "manylinux_2_34_x86_64",
+)
+
+
+class PinnedPackage(StrictModel):
+    """One pinned upstream distribution."""
+
+    engine: str
+    name: str
+    version: str
+
+    @property
+    def key(self) -> str:
+        return f"{self.name}-{self.version}"
+
+
+class UpstreamSource(StrictModel):
+    """The extracted sources of one pinned wheel."""
+
+    package: PinnedPackage
+    root: Path  # put this on sys.path; the package directory is root / name
+    wheel: str
+    wheel_sha256: str
+
+    @property
+    def package_dir(self) -> Path:
+        return self.root / self.package.name
+
+
+def cache_dir() -> Path:
+    """The cache folder: $SPECBENCH_UPSTREAM_CACHE, else .cache/upstream in the repo."""
+    env = os.environ.get(CACHE_ENV, "").strip()
+    return Path(env).expanduser() if env else REPO_ROOT / ".cache" / "upstream"
+
+
+def _field(obj: Any, *names: str) -> Any:
+    """First present attribute or key among ``names`` (pydantic model or plain mapping)."""
+    for name in names:
+        if isinstance(obj, Mapping):
+            if obj.get(name) is not None:
+                return obj[name]
+        elif getattr(obj, name, None) is not None:
+            return getattr(obj, name)
+    return None
+
+
+def _engines_section(experiment_path: Path) -> Any:
+    """The experiment's engines section, through H3's loader when it exists, else the raw YAML."""
+    try:
+        from bench.experiment import load_experiment  # H3's module; may not exist yet
+    except ImportError:
+        try:
+            raw = yaml.safe_load(experiment_path.read_text(encoding="utf-8"))
+        except (OSError, yaml.YAMLError) as err:
+            raise InputError(str(experiment_path), f"cannot read the experiment: {err}") from err
+        return raw.get("engines") if isinstance(raw, Mapping) else None
+    return load_experiment(experiment_path).engines
+
+
+def _iter_engines(engines: Any) -> Iterable[tuple[str, Any]]:
+    if isinstance(engines, Mapping):
+        yield from ((str(k), v) for k, v in engines.items())
+    elif isinstance(engines, list | tuple):
+        for entry in engines:
+            name = _field(entry, "name", "engine")
+            if name is not None:
+                yield str(name), entry
+
+
+def pinned_packages(experiment_path: Path | None = None) -> list[PinnedPackage]:
+    """The pinned vLLM and SGLang distributions, read from the experiment's engines section.
+
+    Falls back to FALLBACK_VERSIONS only when the experiment file does not exist (before H3's
+    experiment lands); a present file that lacks an engine's version is an InputError.
+    """
+    path = experiment_path or DEFAULT_EXPERIMENT
+    if not path.exists():
+        if experiment_path is not None:
+            raise InputError(str(path), "experiment file not found")
+        return [
+            PinnedPackage(engine=e, name=ENGINE_PACKAGES[e], version=v)
+            for e, v in FALLBACK_VERSIONS.items()
+        ]
+    found: dict[str, str] = {}
+    for name, entry in _iter_engines(_engines_section(path)):
+        version = _field(entry, "upstream_version", "version")
+        if name in ENGINE_PACKAGES and version is not None:
+            found[name] = str(version).lstrip("v")
+    missing = sorted(set(ENGINE_PACKAGES) - set(found))
+    if missing:
+        raise InputError(f"{path}: engines", f"no upstream version for {', '.join(missing)}")
+    return [PinnedPackage(engine=e, name=ENGINE_PACKAGES[e], version=found[e]) for e in found]
+
+
+def _find_wheel(wheels: Path, pkg: PinnedPackage) -> Path | None:
+    hits = sorted(wheels.glob(f"{pkg.name}-{pkg.version}-*.whl"))
+    return hits[0] if hits else None
+
+
+def download_wheel(pkg: PinnedPackage, wheels: Path) -> Path:
+    """The pinned wheel in ``wheels``, downloaded with ``pip download --no-deps`` if absent."""
+    existing = _find_wheel(wheels, pkg)
+    if existing is not None:
+        return existing
+    wheels.mkdir(parents=True, exist_ok=True)
+    cmd = [
+        sys.executable,
+        "-m",
+        "pip",
+        "download",
+        "--no-deps",
+        "--disable-pip-version-check",
+        *PIP_PLATFORM_ARGS,
+        "--dest",
+        str(wheels),
+        f"{pkg.name}=={pkg.version}",
+    ]
+    proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    wheel = _find_wheel(wheels, pkg)
+    if proc.returncode != 0 or wheel is None:
+        tail = (proc.stderr or proc.stdout).strip().splitlines()[-3:]
+        raise RunError(f"pip download {pkg.name}=={pkg.version} failed: {' | '.join(tail)}")
+    return wheel
+
+
+def _wanted(member: str, name: str) -> bool:
+    # Only the package's .py files and its METADATA: no .so, no data, ~10x smaller on disk.
+    if member.endswith("/"):
+        return False
+    top = member.split("/", 1)[0]
+    if top == name:
+        return member.endswith(".py")
+    return top.endswith(".dist-info") and member.endswith("/METADATA")
+
+
+def extract_sources(wheel: Path, pkg: PinnedPackage, dest: Path) -> UpstreamSource:
+    """Extract the wheel's .py files into ``dest`` (replaced atomically, marker written last)."""
+    digest = sha256_file(wheel)
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", dir=dest.parent))
+    try:
+        with zipfile.ZipFile(wheel) as zf:
+            members = [m for m in zf.namelist() if _wanted(m, pkg.name)]
+            if not any(m.startswith(f"{pkg.name}/") for m in members):
+                raise RunError(f"{wheel.name}: no {pkg.name}/*.py files in the wheel")
+            zf.extractall(tmp, members=members)
+        marker = {"wheel": wheel.name, "sha256": digest, "files": len(members)}
+        write_text(tmp / COMPLETE_MARKER, json.dumps(marker, indent=1) + "\n")
+        if dest.exists():
+            shutil.rmtree(dest)
+        tmp.rename(dest)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return UpstreamSource(package=pkg, root=dest, wheel=wheel.name, wheel_sha256=digest)
+
+
+def _cached_source(pkg: PinnedPackage, dest: Path) -> UpstreamSource | None:
+    marker = dest / COMPLETE_MARKER
+    if not marker.is_file():
+        return None
+    try:
+        data = json.loads(marker.read_text(encoding="utf-8"))
+        return UpstreamSource(
+            package=pkg, root=dest, wheel=str(data["wheel"]), wheel_sha256=str(data["sha256"])
+        )
+    except (ValueError, KeyError, TypeError):
+        return None  # a damaged marker: extract again
+
+
+def ensure_source(pkg: PinnedPackage, cache: Path | None = None) -> UpstreamSource:
+    """The extracted sources of ``pkg``: reused from the cache, else downloaded and extracted."""
+    root = cache or cache_dir()
+    dest = root / "src" / pkg.key
+    cached = _cached_source(pkg, dest)
+    if cached is not None:
+        return cached
+    wheel = download_wheel(pkg, root / "wheels")
+    return extract_sources(wheel, pkg, dest)
+
+
+def ensure_sources(
+    experiment_path: Path | None = None, cache: Path | None = None
+) -> dict[str, UpstreamSource]:
+    """Every pinned engine's sources, keyed by engine name ("vllm", "sglang")."""
+    return {p.engine: ensure_source(p, cache) for p in pinned_packages(experiment_path)}
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Fill the cache for the experiment (default: the shipped one) and print the source roots."""
+    args = sys.argv[1:] if argv is None else argv
+    experiment = Path(args[0]) if args else None
+    try:
+        sources = ensure_sources(experiment)
+    except (InputError, RunError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return err.exit_code
+    for engine, src in sources.items():
+        print(f"{engine} {src.package.version} {src.root} sha256={src.wheel_sha256}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
