@@ -23,6 +23,87 @@ def plan(
     typer.echo(render_plan(exp, only, model_cache=model_cache or DEFAULT_MODEL_CACHE))
 
 
+def matrix(
+    experiment: Annotated[Path, typer.Argument(help="experiment file (YAML)")],
+    out: Annotated[Path, typer.Option("--out", help="artifacts folder")],
+    only: Annotated[list[str] | None, typer.Option("--only", help="configuration name")] = None,
+    resume: Annotated[bool, typer.Option(help="skip configurations already finished")] = False,
+    launcher: Annotated[str, typer.Option(help="docker | process (emulator only)")] = "docker",
+    emulate: Annotated[bool, typer.Option(help="run the emulator image instead")] = False,
+    time_scale: Annotated[float | None, typer.Option(help="emulator time scale")] = None,
+    allow_unpinned: Annotated[
+        bool, typer.Option(help="run images/models whose pins are 'unresolved' (by tag)")
+    ] = False,
+    model_cache: Annotated[
+        str | None, typer.Option(help="host folder mounted read-only at /models")
+    ] = None,
+    emulator_image: Annotated[str | None, typer.Option(help="emulator image (--emulate)")] = None,
+    ready_timeout: Annotated[float | None, typer.Option(help="seconds to wait for ready")] = None,
+    iterations: Annotated[int | None, typer.Option(help="override (labelled deviation)")] = None,
+    warmup: Annotated[int | None, typer.Option(help="override (labelled deviation)")] = None,
+    progress: Annotated[bool, typer.Option(help="show the progress bar")] = True,
+) -> None:
+    """Run every configuration: one server per configuration, every concurrency level."""
+    from bench.engines.base import DEFAULT_MODEL_CACHE
+    from bench.errors import InputError, RunError
+    from bench.experiment import load_experiment
+    from bench.matrix import DEFAULT_EMULATOR_IMAGE, MatrixOptions, run_matrix
+
+    if launcher not in ("docker", "process"):
+        raise InputError("--launcher", f"must be docker or process, not {launcher!r}")
+    exp = load_experiment(experiment)
+    opts = MatrixOptions(
+        out=out,
+        only=only or [],
+        resume=resume,
+        launcher="docker" if launcher == "docker" else "process",
+        emulate=emulate,
+        time_scale=time_scale,
+        allow_unpinned=allow_unpinned,
+        model_cache=model_cache or DEFAULT_MODEL_CACHE,
+        emulator_image=emulator_image or DEFAULT_EMULATOR_IMAGE,
+        ready_timeout_s=ready_timeout,
+        iterations=iterations,
+        warmup=warmup,
+        show_progress=progress,
+    )
+    result = run_matrix(exp, opts, experiment_path=experiment)
+    _print_outcomes(result)
+    if result.failed:
+        raise RunError(f"{len(result.failed)} configuration(s) failed: see {out}/status.json")
+
+
+def _print_outcomes(result: object) -> None:
+    from bench.matrix import MatrixResult
+
+    assert isinstance(result, MatrixResult)
+    typer.echo(f"run {result.run_id} -> {result.out}")
+    for o in result.outcomes:
+        verdict = "" if o.valid is None else (" valid" if o.valid else " INVALID")
+        if o.expected_invalid and o.valid is False:
+            verdict += " (expected)"
+        typer.echo(f"  {o.name}: {o.status}{verdict}")
+        for r in o.reasons[:3]:
+            typer.echo(f"    - {r.splitlines()[0]}")
+
+
+def demo(
+    out: Annotated[Path, typer.Option(help="demo folder")] = Path("reports/demo"),
+    time_scale: Annotated[float, typer.Option(help="emulator time scale")] = 0.02,
+    progress: Annotated[bool, typer.Option(help="show the progress bar")] = True,
+) -> None:
+    """The whole pipeline on the emulator (no Docker, no GPU) -> reports/demo/REPORT.md.
+
+    Everything it writes is SIMULATED."""
+    from bench.demo import run_demo
+
+    result, report = run_demo(out, time_scale=time_scale, show_progress=progress)
+    _print_outcomes(result)
+    typer.echo(f"SIMULATED report: {report}")
+
+
 def register(app: typer.Typer) -> None:
     """Add this module's commands to the app."""
     app.command("plan")(plan)
+    app.command("matrix")(matrix)
+    app.command("demo")(demo)

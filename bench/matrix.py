@@ -1,0 +1,499 @@
+"""Run every configuration of an experiment: one server start per configuration, every
+concurrency level measured through ``bench.measure.measure``, each payload judged by
+``bench.validity`` and written atomically; logs kept, SHA256SUMS written, resumable.
+
+Ctrl-C (or SIGTERM) stops the running server and leaves every finished artifact intact.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import secrets
+import shlex
+import signal
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import Field
+
+from bench.artifacts import Artifacts
+from bench.atomic import write_text
+from bench.engines import get_engine
+from bench.engines.base import DEFAULT_MODEL_CACHE, ContainerSpec
+from bench.errors import InputError, RunError, SpecbenchError
+from bench.experiment import Configuration, Experiment
+from bench.hardware_schema import Hardware
+from bench.launch import (
+    DockerLauncher,
+    Launcher,
+    ProcessLauncher,
+    Server,
+    free_port,
+    scrub,
+    wait_ready,
+)
+from bench.models import StrictModel
+from bench.payload import IterationRecord, Payload
+from bench.validity import judge, scan_log
+
+LOCK_SCHEMA = "specbench.lock/1"
+DEFAULT_EMULATOR_IMAGE = "specbench/emulator:latest"
+SIMULATED_BANNER = "SIMULATED: produced by the specbench emulator, not by a real engine or GPU."
+
+
+class MatrixOptions(StrictModel):
+    out: Path
+    only: list[str] = Field(default_factory=list)
+    resume: bool = False
+    launcher: Literal["docker", "process"] = "docker"
+    emulate: bool = False
+    time_scale: float | None = Field(default=None, gt=0)
+    warmup: int | None = Field(default=None, ge=0, description="override (labelled deviation)")
+    iterations: int | None = Field(default=None, ge=1, description="override (labelled)")
+    allow_unpinned: bool = False
+    model_cache: str = DEFAULT_MODEL_CACHE
+    emulator_image: str = DEFAULT_EMULATOR_IMAGE
+    ready_timeout_s: float | None = Field(default=None, gt=0)
+    run_id: str | None = None
+    show_progress: bool = True
+
+    @property
+    def emulated(self) -> bool:
+        # A local process can only be the emulator.
+        return self.emulate or self.launcher == "process"
+
+
+@dataclass
+class Outcome:
+    name: str
+    status: Literal["done", "skipped", "failed", "interrupted"]
+    payloads: list[Path] = field(default_factory=list)
+    valid: bool | None = None
+    reasons: list[str] = field(default_factory=list)
+    expected_invalid: bool = False
+
+
+@dataclass
+class MatrixResult:
+    out: Path
+    run_id: str
+    outcomes: list[Outcome]
+
+    @property
+    def failed(self) -> list[Outcome]:
+        return [o for o in self.outcomes if o.status == "failed"]
+
+
+# -- progress -------------------------------------------------------------------------------
+
+
+class _Progress:
+    """Rich progress over all iterations of the run: configuration, level, iteration, ETA."""
+
+    def __init__(self, total: int, enabled: bool) -> None:
+        self.enabled = enabled
+        self.label = ""
+        self._progress: Any = None
+        self._task: Any = None
+        self.total = total
+
+    def __enter__(self) -> _Progress:
+        if self.enabled:
+            from rich.progress import (
+                BarColumn,
+                MofNCompleteColumn,
+                Progress,
+                TextColumn,
+                TimeElapsedColumn,
+                TimeRemainingColumn,
+            )
+
+            self._progress = Progress(
+                TextColumn("{task.description}"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TextColumn("elapsed"),
+                TimeElapsedColumn(),
+                TextColumn("left"),
+                TimeRemainingColumn(),
+            )
+            self._progress.__enter__()
+            self._task = self._progress.add_task("starting", total=self.total)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._progress is not None:
+            self._progress.__exit__(*exc)
+
+    def say(self, text: str) -> None:
+        self.label = text
+        if self._progress is not None:
+            self._progress.update(self._task, description=text)
+
+    def advance(self, n: int = 1) -> None:
+        if self._progress is not None:
+            self._progress.advance(self._task, n)
+
+    def log(self, text: str) -> None:
+        if self._progress is not None:
+            self._progress.console.print(text)
+
+    # bench.measure.ProgressSink
+    def iteration_started(self, index: int, total: int, warmup: bool) -> None:
+        kind = "warmup" if warmup else "iteration"
+        self.say(f"{self.label.split(' | ')[0]} | {kind} {index + 1}/{total}")
+
+    def iteration_finished(self, record: IterationRecord) -> None:
+        self.advance()
+
+
+# -- helpers --------------------------------------------------------------------------------
+
+
+def new_run_id() -> str:
+    return dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ") + "-" + secrets.token_hex(3)
+
+
+def _now() -> str:
+    return dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
+
+
+def capture_hardware() -> Hardware:
+    """Hardware of this host via bench.hardware (H7); a CPU_ONLY record if that is missing."""
+    try:
+        from bench.hardware import capture
+    except ImportError:  # call site for bench.hardware.capture(allow_no_gpu=True)
+        import os
+        import platform
+
+        return Hardware(
+            hwClass="CPU_ONLY",
+            gpuName="none",
+            gpuCount=0,
+            vramGb=0,
+            cpu=platform.processor() or platform.machine(),
+            ramGb=round(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30, 1),
+            os=platform.platform(),
+        )
+    return capture(allow_no_gpu=True)
+
+
+def capture_provenance(
+    exp: Experiment, opts: MatrixOptions, hw: Hardware, experiment_path: Path | None
+) -> dict[str, Any]:
+    """Provenance via bench.provenance (H7): versions, git SHA, images as pinned here."""
+    import sys
+
+    from bench.provenance import ImageRef, capture
+
+    images = [
+        ImageRef(
+            ref=(opts.emulator_image if opts.emulated else img.ref),
+            engine=img.engine,
+            digest=None if img.digest == "unresolved" else img.digest,
+            upstreamVersion=img.version,
+        )
+        for img in exp.images.values()
+    ]
+    rec = capture(
+        experiment_path=experiment_path,
+        images=images,
+        hardware=hw,
+        command=sys.argv,
+        probe_docker=opts.launcher == "docker",
+        probe_toolkit=not opts.emulated,
+    )
+    data: dict[str, Any] = rec.model_dump(mode="json")
+    if opts.emulated:
+        data["notes"] = [SIMULATED_BANNER, *data.get("notes", [])]
+    return data
+
+
+@contextlib.contextmanager
+def _sigterm_as_interrupt() -> Iterator[None]:
+    """SIGTERM behaves like Ctrl-C so the running server is stopped either way."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handler(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt
+
+    old = signal.signal(signal.SIGTERM, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, old)
+
+
+def _lock(exp: Experiment, opts: MatrixOptions, run_id: str) -> dict[str, Any]:
+    overrides: dict[str, float] = {}
+    if opts.warmup is not None:
+        overrides["warmup"] = opts.warmup
+    if opts.iterations is not None:
+        overrides["iterations"] = opts.iterations
+    if opts.time_scale is not None:
+        overrides["time_scale"] = opts.time_scale
+    return {
+        "schema": LOCK_SCHEMA,
+        "run_id": run_id,
+        "created_at": _now(),
+        "simulated": opts.emulated,
+        "launcher": opts.launcher,
+        "overrides": overrides,
+        "unresolved_pins": exp.unresolved_pins(),
+        "experiment": exp.lock_dict(),
+    }
+
+
+# -- the run --------------------------------------------------------------------------------
+
+
+def run_matrix(
+    exp: Experiment,
+    opts: MatrixOptions,
+    *,
+    launcher: Launcher | None = None,
+    hardware: Hardware | None = None,
+    experiment_path: Path | None = None,
+) -> MatrixResult:
+    """Run the selected configurations and write the artifacts to ``opts.out``."""
+    selected = exp.select(opts.only or None)
+    if not opts.emulated and not opts.allow_unpinned:
+        pins = exp.unresolved_pins()
+        if pins:
+            raise InputError(
+                "experiment",
+                "real runs need every image digest and model revision pinned; unresolved: "
+                + "; ".join(pins)
+                + " (resolve them, or pass --allow-unpinned to run by tag)",
+            )
+    arts = Artifacts(opts.out)
+    opts.out.mkdir(parents=True, exist_ok=True)
+    run_id = opts.run_id or new_run_id()
+    import json
+
+    if arts.lock.exists():
+        old = json.loads(arts.lock.read_text())
+        if not opts.resume:
+            raise InputError(
+                "--out", f"{opts.out} already holds a run; pass --resume or a new --out"
+            )
+        if old.get("experiment") != exp.lock_dict() or old.get("simulated") != opts.emulated:
+            raise InputError(
+                "--resume", "the experiment (or emulate mode) differs from the one in the lock"
+            )
+        run_id = str(old.get("run_id", run_id))
+    else:
+        arts.write_json(arts.lock, _lock(exp, opts, run_id))
+    if not arts.hardware.exists():
+        hw = hardware or capture_hardware()
+        arts.write_json(arts.hardware, hw.model_dump(mode="json"))
+    hw = Hardware.model_validate_json(arts.hardware.read_text())
+    if not arts.provenance.exists():
+        arts.write_json(arts.provenance, capture_provenance(exp, opts, hw, experiment_path))
+
+    if launcher is None:
+        launcher = ProcessLauncher() if opts.launcher == "process" else DockerLauncher()
+    warmup = opts.warmup if opts.warmup is not None else exp.workload.warmup
+    iterations = opts.iterations if opts.iterations is not None else exp.workload.iterations
+    per_level = warmup + iterations
+    total = sum(len(exp.levels_for(c)) * per_level for c in selected)
+    outcomes: list[Outcome] = []
+    try:
+        with _sigterm_as_interrupt(), _Progress(total, opts.show_progress) as progress:
+            for cfg in selected:
+                levels = exp.levels_for(cfg)
+                expected = cfg.expect_invalid is not None
+                if opts.resume and arts.finished(cfg.name, levels, accept_invalid=expected):
+                    outcomes.append(
+                        Outcome(
+                            cfg.name,
+                            "skipped",
+                            [arts.payload(cfg.name, k) for k in levels],
+                            expected_invalid=expected,
+                        )
+                    )
+                    progress.advance(len(levels) * per_level)
+                    progress.log(f"{cfg.name}: finished earlier, skipped (--resume)")
+                    continue
+                outcome = Outcome(cfg.name, "interrupted", expected_invalid=expected)
+                outcomes.append(outcome)
+                done_units = 0
+                try:
+                    done_units = _run_configuration(
+                        exp,
+                        cfg,
+                        opts,
+                        arts,
+                        launcher,
+                        hw,
+                        run_id,
+                        warmup,
+                        iterations,
+                        progress,
+                        outcome,
+                    )
+                    outcome.status = "done"
+                except SpecbenchError as err:
+                    outcome.status = "failed"
+                    outcome.reasons.append(scrub(str(err)))
+                    progress.log(f"{cfg.name}: FAILED: {scrub(str(err)).splitlines()[0]}")
+                finally:
+                    left = len(levels) * per_level - done_units
+                    if outcome.status == "failed" and left > 0:
+                        progress.advance(left)
+    finally:
+        arts.write_json(opts.out / "status.json", _status(run_id, outcomes, opts.emulated))
+        arts.write_sums()
+    return MatrixResult(opts.out, run_id, outcomes)
+
+
+def _status(run_id: str, outcomes: list[Outcome], simulated: bool) -> dict[str, Any]:
+    return {
+        "run_id": run_id,
+        "simulated": simulated,
+        "notes": [SIMULATED_BANNER] if simulated else [],
+        "written_at": _now(),
+        "configurations": {
+            o.name: {
+                "status": o.status,
+                "valid": o.valid,
+                "expected_invalid": o.expected_invalid,
+                "payloads": [p.name for p in o.payloads],
+                "reasons": o.reasons,
+            }
+            for o in outcomes
+        },
+    }
+
+
+def _container_spec(
+    exp: Experiment, cfg: Configuration, opts: MatrixOptions, run_id: str
+) -> ContainerSpec:
+    engine = get_engine(cfg.engine)
+    port = free_port()
+    if not opts.emulated:
+        return engine.container_spec(
+            cfg, exp, host_port=port, model_cache=opts.model_cache, run_id=run_id
+        )
+    in_docker = opts.launcher == "docker"
+    argv = engine.emulator_argv(
+        cfg,
+        host="0.0.0.0" if in_docker else "127.0.0.1",
+        port=engine.container_port if in_docker else port,
+    )
+    if opts.time_scale is not None:
+        argv += ["--time-scale", repr(opts.time_scale)]
+    spec = engine.container_spec(
+        cfg,
+        exp,
+        host_port=port,
+        model_cache=opts.model_cache,
+        run_id=run_id,
+        image_override=opts.emulator_image,
+        emulate_argv=argv,
+    )
+    if not in_docker:
+        spec = ContainerSpec(**{**spec.__dict__, "container_port": port})
+    return spec
+
+
+def _run_configuration(
+    exp: Experiment,
+    cfg: Configuration,
+    opts: MatrixOptions,
+    arts: Artifacts,
+    launcher: Launcher,
+    hw: Hardware,
+    run_id: str,
+    warmup: int,
+    iterations: int,
+    progress: _Progress,
+    outcome: Outcome,
+) -> int:
+    """Start, check, sweep, stop one configuration. Returns the iterations done."""
+    from bench.measure import RunSpec, measure
+
+    engine = get_engine(cfg.engine)
+    image = exp.image_for(cfg)
+    spec = _container_spec(exp, cfg, opts, run_id)
+    log_path = arts.log(cfg.name)
+    argv = engine.server_argv(cfg, exp)
+    progress.say(f"{cfg.name}: starting server")
+    server: Server = launcher.start(spec, log_path)
+    done = 0
+    try:
+        secs = wait_ready(
+            server,
+            paths=(engine.health_path, engine.ready_path),
+            timeout_s=opts.ready_timeout_s or exp.server.ready_timeout_s,
+            what=cfg.name,
+        )
+        progress.log(f"{cfg.name}: ready after {secs:.1f} s")
+        load_log = server.log_text()
+        version = engine.version_from_log(load_log) or image.version
+        draft = exp.draft_for(cfg)
+        tokenizer = None
+        if not opts.emulated:
+            tok_dir = Path(opts.model_cache) / exp.target.dirname
+            tokenizer = tok_dir if (tok_dir / "tokenizer.json").exists() else None
+        for k in exp.levels_for(cfg):
+            progress.say(f"{cfg.name} c={k}")
+            run_spec = RunSpec(
+                engine=cfg.engine,
+                base_url=server.base_url,
+                hf_id=exp.target.hf_id,
+                served_model=exp.served_model,
+                quantization=exp.quantization,
+                hardware=hw,
+                spec_method=cfg.method,
+                spec_num_tokens=cfg.spec_num_tokens,
+                spec_draft_model=draft.hf_id if draft else None,
+                prompt_tokens=exp.workload.prompt_tokens,
+                max_tokens=exp.workload.max_tokens,
+                concurrency=k,
+                warmup=warmup,
+                iterations=iterations,
+                tokenizer=tokenizer,
+                request_timeout_s=exp.workload.request_timeout_s,
+                simulated=opts.emulated,
+                run_id=run_id,
+                config_name=cfg.name,
+                command=argv,
+                engine_version=version,
+                tensor_parallel=exp.tensor_parallel,
+                prefix_caching=exp.prefix_caching.get(cfg.engine),
+                gpu_mem_util=exp.gpu_mem_util.get(cfg.engine),
+                command_snippet=shlex.join(argv),
+                model_revision=exp.target.revision,
+            )
+            payload: Payload = measure(run_spec, progress)
+            done += warmup + iterations
+            findings = scan_log(server.log_text(), engine.load_patterns, cfg.speculative)
+            payload = judge(
+                payload, speculative=cfg.speculative, findings=findings, restarts=server.restarts()
+            )
+            outcome.payloads.append(arts.write_payload(cfg.name, k, payload))
+            valid = payload.evidence.validity.valid
+            outcome.valid = valid if outcome.valid is None else (outcome.valid and valid)
+            for r in payload.evidence.validity.reasons:
+                line = f"c={k} {r.code}: {r.message}"
+                if r.severity == "invalid" and line not in outcome.reasons:
+                    outcome.reasons.append(line)
+            verdict = "valid" if valid else "INVALID"
+            progress.log(f"{cfg.name} c={k}: {payload.tokSOut:.2f} tok/s, {verdict}")
+            if not server.alive():
+                raise RunError(f"{cfg.name}: server exited during the sweep (c={k})")
+    finally:
+        progress.say(f"{cfg.name}: stopping server")
+        server.stop()
+        text = scrub(server.log_text())
+        if opts.emulated:
+            text = f"# {SIMULATED_BANNER}\n{text}"
+        write_text(log_path, text)
+    return done
