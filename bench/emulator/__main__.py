@@ -1,0 +1,62 @@
+"""``python -m bench.emulator vllm|sglang --port P [...]``: one emulated engine process.
+
+Only the standard library's argparse here: the container has no typer.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+from bench.emulator.profile import FailMode, ProfileError
+from bench.emulator.runner import resolve_profile, run_process
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m bench.emulator",
+        description="SIMULATED vLLM/SGLang-shaped server with a known schedule (never a "
+        "measurement).",
+    )
+    parser.add_argument("engine", choices=["vllm", "sglang"])
+    parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument(
+        "--profile",
+        default=None,
+        help="shipped profile name or YAML path (default <engine>-dflash)",
+    )
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--fail",
+        action="append",
+        default=[],
+        choices=[m.value for m in FailMode],
+        help="failure mode (repeatable)",
+    )
+    parser.add_argument("--time-scale", type=float, default=None)
+    parser.add_argument("--exit-code", type=int, default=None)
+    parser.add_argument("--served-model", default=None)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        profile = resolve_profile(
+            args.engine,
+            args.profile,
+            fail=args.fail,
+            time_scale=args.time_scale,
+            exit_code=args.exit_code,
+            served_model=args.served_model,
+        )
+    except (ProfileError, ValueError) as err:
+        print(f"bench.emulator: error: {err}", file=sys.stderr)
+        return 2
+    return run_process(profile, host=args.host, port=args.port, seed=args.seed)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

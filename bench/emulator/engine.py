@@ -1,0 +1,516 @@
+"""The emulated engine: admission with a cap, batched prefill, decode steps with speculative
+acceptance, the engines' counters, and the truth of every chunk written.
+
+One asyncio task runs the schedule. Each step's duration comes from the profile; the task
+sleeps until the step's scheduled end (coarse ``asyncio.sleep`` then a short spin, so writes
+land within tens of microseconds of the schedule), writes every running request's events
+back to back, and records the monotonic time after each write: that is the truth a test
+compares the client's measurement with. Times are ``time.monotonic()`` (CLOCK_MONOTONIC on
+Linux, the same clock in every process of the host).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+from collections import OrderedDict, deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from bench.emulator import formats
+from bench.emulator.profile import FailMode, Profile
+from bench.emulator.tokens import completion_text
+
+#: seconds before a step's end at which the loop stops sleeping and spins
+SPIN_S = 0.0015
+#: finished requests whose truth is kept (oldest dropped first)
+TRUTH_KEEP = 20000
+
+LogFn = Callable[[str], None]
+
+
+class Sink(Protocol):
+    """Where a streamed request's bytes go (an aiohttp StreamResponse in the server)."""
+
+    async def write(self, data: bytes) -> None: ...
+
+
+class _Aborter(Protocol):
+    def __call__(self) -> None: ...
+
+
+@dataclass
+class ChunkTruth:
+    kind: str  # role | content | finish | usage | done | malformed | step (non-streamed)
+    tokens: int
+    scheduled: float
+    t: float
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"kind": self.kind, "tokens": self.tokens, "scheduled": self.scheduled, "t": self.t}
+
+
+@dataclass
+class Request:
+    """One chat request inside the emulated engine."""
+
+    rid: str
+    model: str
+    prompt_tokens: int
+    reported_prompt_tokens: int
+    max_tokens: int
+    target_tokens: int
+    finish_reason: str
+    stream: bool
+    include_usage: bool
+    arrival: float
+    sink: Sink | None = None
+    abort: _Aborter | None = None
+    created: int = field(default_factory=lambda: int(time.time()))
+    emitted: int = 0
+    drafts: int = 0
+    draft_tokens: int = 0
+    accepted_tokens: int = 0
+    admitted: float | None = None
+    chunks: list[ChunkTruth] = field(default_factory=list)
+    steps: list[tuple[int, int]] = field(default_factory=list)  # (tokens, accepted) per step
+    outcome: str = "pending"
+    fault_done: bool = False
+    text_parts: list[str] = field(default_factory=list)
+    done: asyncio.Event = field(default_factory=asyncio.Event)
+
+    @property
+    def finished(self) -> bool:
+        return self.emitted >= self.target_tokens
+
+    def truth(self) -> dict[str, Any]:
+        return {
+            "simulated": True,
+            "request_id": self.rid,
+            "prompt_tokens": self.prompt_tokens,
+            "reported_prompt_tokens": self.reported_prompt_tokens,
+            "max_tokens": self.max_tokens,
+            "completion_tokens": self.emitted,
+            "finish_reason": self.finish_reason if self.finished else None,
+            "stream": self.stream,
+            "arrival": self.arrival,
+            "admitted": self.admitted,
+            "outcome": self.outcome,
+            "drafts": self.drafts,
+            "draft_tokens": self.draft_tokens,
+            "accepted_tokens": self.accepted_tokens,
+            "steps": [list(s) for s in self.steps],
+            "chunks": [c.as_dict() for c in self.chunks],
+        }
+
+
+@dataclass
+class Counters:
+    """Cumulative counters, moved exactly when the engine being emulated moves them."""
+
+    prompt_tokens: int = 0
+    generation_tokens: int = 0
+    success: dict[str, int] = field(default_factory=dict)  # vLLM finished_reason -> count
+    drafts: int = 0
+    draft_tokens: int = 0
+    accepted_tokens: int = 0
+    accepted_per_pos: list[int] = field(default_factory=list)
+    # SGLang: moved once per finished request (metrics_collector.py:1747-1793)
+    # keyed by the is_streaming label value ("true"/"false")
+    sg_prompt_tokens: dict[str, int] = field(default_factory=dict)
+    sg_generation_tokens: dict[str, int] = field(default_factory=dict)
+    sg_requests: dict[str, int] = field(default_factory=dict)
+    sg_verify_calls: int = 0
+    # SGLang gauges, refreshed at the decode-log interval only
+    sg_accept_length: float = 0.0
+    sg_accept_rate: float = 0.0
+    sg_gen_throughput: float = 0.0
+    created: float = field(default_factory=time.time)
+
+
+class EmulatedEngine:
+    """Runs the profile's schedule; the HTTP layer submits requests and waits on them."""
+
+    def __init__(
+        self,
+        profile: Profile,
+        *,
+        seed: int,
+        log: LogFn,
+        on_exit: Callable[[int], None],
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.profile = profile
+        self.k = profile.spec.num_speculative_tokens if profile.spec else 0
+        self.acceptance: tuple[float, ...] = profile.spec.acceptance if profile.spec else ()
+        if profile.has(FailMode.ZERO_ACCEPTANCE):
+            self.acceptance = tuple(0.0 for _ in self.acceptance)
+        self.cap = profile.max_running_requests or 1_000_000
+        self.scale = profile.time_scale
+        self._rng = random.Random(seed)
+        self._id_rng = random.Random(seed * 7919 + 17)
+        self._log = log
+        self._on_exit = on_exit
+        self.clock = clock
+        self.waiting: deque[Request] = deque()
+        self.running: list[Request] = []
+        self.counters = Counters(accepted_per_pos=[0] * self.k)
+        self.truths: OrderedDict[str, Request] = OrderedDict()
+        self.tokens_written = 0
+        self.requests_seen = 0
+        self._wake = asyncio.Event()
+        self._stopped = False
+        # interval stats for the periodic log lines
+        self._iv_prompt = 0
+        self._iv_gen = 0
+        self._iv_drafts = 0
+        self._iv_draft_tokens = 0
+        self._iv_accepted = 0
+        self._iv_per_pos = [0] * self.k
+        self._sg_forward_ct = 0
+        self._sg_accept_tokens = 0
+        self._sg_steps = 0
+        self._sg_gen = 0
+        self._sg_last_log = clock()
+
+    # ---------------------------------------------------------------- requests
+    def new_id(self) -> str:
+        hex32 = f"{self._id_rng.getrandbits(128):032x}"
+        if self.profile.engine == "vllm":
+            return formats.vllm_request_id(hex32)
+        return formats.sglang_request_id(hex32)
+
+    def submit(self, req: Request) -> None:
+        self.truths[req.rid] = req
+        while len(self.truths) > TRUTH_KEEP:
+            self.truths.popitem(last=False)
+        self.waiting.append(req)
+        self._wake.set()
+
+    def drop(self, req: Request, outcome: str) -> None:
+        """The client went away: stop generating for it (like an abort)."""
+        if req.outcome == "pending":
+            req.outcome = outcome
+        if req in self.waiting:
+            self.waiting.remove(req)
+        if req in self.running:
+            self.running.remove(req)
+        req.done.set()
+
+    def stop(self) -> None:
+        self._stopped = True
+        self._wake.set()
+
+    # ---------------------------------------------------------------- schedule
+    async def run(self) -> None:
+        while not self._stopped:
+            if not self.waiting and not self.running:
+                self._wake.clear()
+                await self._wake.wait()
+                continue
+            free = self.cap - len(self.running)
+            if self.waiting and free > 0:
+                await self._prefill_step(free)
+            else:
+                await self._decode_step()
+
+    async def _sleep_until(self, target: float) -> None:
+        delay = target - self.clock() - SPIN_S
+        if delay > 0:
+            await asyncio.sleep(delay)
+        while self.clock() < target:  # short spin: asyncio wakes up to ~1 ms late
+            pass
+
+    def _jitter(self) -> float:
+        sd = self.profile.step_jitter
+        if sd <= 0:
+            return 1.0
+        return 1.0 + max(-3 * sd, min(3 * sd, self._rng.gauss(0.0, sd)))
+
+    async def _prefill_step(self, free: int) -> None:
+        batch: list[Request] = []
+        while self.waiting and len(batch) < free:
+            batch.append(self.waiting.popleft())
+        start = self.clock()
+        for r in batch:
+            r.admitted = start
+        total_prompt = sum(r.prompt_tokens for r in batch)
+        duration = self.profile.prefill_ms(total_prompt) / 1000.0 * self.scale * self._jitter()
+        target = start + duration
+        if self.profile.engine == "sglang":
+            self._log_sglang_prefill(len(batch), total_prompt)
+        # the prefill produces each request's first token (no draft verified yet)
+        plans = [(r, self._render(r, 1, first=True)) for r in batch]
+        await self._sleep_until(target)
+        self.running.extend(batch)
+        self.counters.prompt_tokens += total_prompt
+        self._iv_prompt += total_prompt
+        await self._emit(plans, target)
+        for r in batch:
+            r.steps.append((1, 0))
+
+    async def _decode_step(self) -> None:
+        batch = list(self.running)
+        start = self.clock()
+        duration = self.profile.step_ms(len(batch)) / 1000.0 * self.scale * self._jitter()
+        target = start + duration
+        plans = []
+        for r in batch:
+            accepted = self._sample_accepted()
+            n = min(1 + accepted, r.target_tokens - r.emitted)
+            if self.k:
+                self._observe_draft(r, accepted)
+            r.steps.append((n, accepted))
+            plans.append((r, self._render(r, n, first=False)))
+        await self._sleep_until(target)
+        await self._emit(plans, target)
+        if self.profile.engine == "sglang":
+            self._sg_steps += 1
+            if self._sg_steps % self.profile.decode_log_interval == 0:
+                self._log_sglang_decode()
+
+    def _sample_accepted(self) -> int:
+        accepted = 0
+        for p in self.acceptance:
+            if self._rng.random() < p:
+                accepted += 1
+            else:
+                break
+        return accepted
+
+    def _observe_draft(self, r: Request, accepted: int) -> None:
+        # vLLM counts every verified draft, including tokens cut by max_tokens
+        # (vllm/v1/spec_decode/metrics.py:41-49: observe_draft)
+        c = self.counters
+        r.drafts += 1
+        r.draft_tokens += self.k
+        r.accepted_tokens += accepted
+        c.drafts += 1
+        c.draft_tokens += self.k
+        c.accepted_tokens += accepted
+        self._iv_drafts += 1
+        self._iv_draft_tokens += self.k
+        self._iv_accepted += accepted
+        for i in range(accepted):
+            c.accepted_per_pos[i] += 1
+            self._iv_per_pos[i] += 1
+        self._sg_forward_ct += 1
+        self._sg_accept_tokens += 1 + accepted
+
+    # ---------------------------------------------------------------- wire
+    def _render(self, r: Request, n: int, *, first: bool) -> list[tuple[str, int, bytes]]:
+        """The events of one step for one request: (kind, tokens, bytes), built before the
+        step ends so the write at the deadline is only a socket write."""
+        start = r.emitted
+        r.emitted += n
+        text = completion_text(start, n)
+        r.text_parts.append(text)
+        finished = r.finished
+        events: list[tuple[str, int, bytes]] = []
+        if not r.stream:
+            return [("step", n, b"")]
+        p = self.profile
+        fails = p.failures
+        if p.has(FailMode.MALFORMED_CHUNK) and not r.fault_done and r.emitted >= fails.after_tokens:
+            r.fault_done = True
+            # a truncated JSON object: what a half-written event looks like
+            events.append(("malformed", 0, formats.sse(f'{{"id":"{r.rid}","object":"chat.c')))
+        model = r.model
+        if p.engine == "vllm":
+            if first:
+                events.append(
+                    ("role", 0, formats.sse(formats.vllm_role_chunk(r.rid, r.created, model)))
+                )
+            reason = r.finish_reason if finished else None
+            events.append(
+                (
+                    "content",
+                    n,
+                    formats.sse(formats.vllm_content_chunk(r.rid, r.created, model, text, reason)),
+                )
+            )
+            if finished and r.include_usage and not p.has(FailMode.MISSING_USAGE):
+                events.append(
+                    (
+                        "usage",
+                        0,
+                        formats.sse(
+                            formats.vllm_usage_chunk(
+                                r.rid, r.created, model, r.reported_prompt_tokens, r.emitted
+                            )
+                        ),
+                    )
+                )
+        else:
+            now = int(time.time())
+            if first:
+                events.append(
+                    ("role", 0, formats.sse(formats.sglang_role_chunk(r.rid, now, model)))
+                )
+            events.append(
+                ("content", n, formats.sse(formats.sglang_content_chunk(r.rid, now, model, text)))
+            )
+            if finished:
+                matched = formats.EMULATED_EOS_TOKEN_ID if r.finish_reason == "stop" else None
+                events.append(
+                    (
+                        "finish",
+                        0,
+                        formats.sse(
+                            formats.sglang_finish_chunk(r.rid, now, model, r.finish_reason, matched)
+                        ),
+                    )
+                )
+                if r.include_usage and not p.has(FailMode.MISSING_USAGE):
+                    events.append(
+                        (
+                            "usage",
+                            0,
+                            formats.sse(
+                                formats.sglang_usage_chunk(
+                                    r.rid, now, model, r.reported_prompt_tokens, r.emitted
+                                )
+                            ),
+                        )
+                    )
+        if finished:
+            events.append(("done", 0, formats.SSE_DONE))
+        return events
+
+    async def _emit(
+        self, plans: list[tuple[Request, list[tuple[str, int, bytes]]]], scheduled: float
+    ) -> None:
+        p = self.profile
+        fails = p.failures
+        for r, events in plans:
+            if r.outcome != "pending":
+                continue
+            n = sum(tok for _, tok, _ in events)
+            if r.stream and r.sink is not None:
+                data = b"".join(b for _, _, b in events)
+                try:
+                    await r.sink.write(data)
+                except (ConnectionError, RuntimeError):
+                    self.drop(r, "client_gone")
+                    continue
+            t = self.clock()
+            for kind, tok, _ in events:
+                r.chunks.append(ChunkTruth(kind, tok, scheduled, t))
+            self.tokens_written += n
+            self.counters.generation_tokens += n
+            self._iv_gen += n
+            self._sg_gen += n
+            if (
+                p.has(FailMode.DISCONNECT)
+                and r.stream
+                and not r.finished
+                and r.emitted >= fails.after_tokens
+                and r.abort is not None
+            ):
+                r.abort()
+                self.drop(r, "disconnected")
+                continue
+            if r.finished:
+                self._finish(r)
+        if p.has(FailMode.EXIT_MID_RUN) and self.tokens_written >= fails.after_tokens:
+            self._log(self._engine_error_line("EngineCore encountered a fatal error."))
+            self._on_exit(fails.exit_code)
+
+    def _finish(self, r: Request) -> None:
+        c = self.counters
+        if r in self.running:
+            self.running.remove(r)
+        c.success[r.finish_reason] = c.success.get(r.finish_reason, 0) + 1
+        key = "true" if r.stream else "false"
+        c.sg_prompt_tokens[key] = c.sg_prompt_tokens.get(key, 0) + r.reported_prompt_tokens
+        c.sg_generation_tokens[key] = c.sg_generation_tokens.get(key, 0) + r.emitted
+        c.sg_requests[key] = c.sg_requests.get(key, 0) + 1
+        c.sg_verify_calls += r.drafts
+        r.outcome = "ok"
+        r.done.set()
+
+    def _engine_error_line(self, message: str) -> str:
+        if self.profile.engine == "vllm":
+            return formats.vllm_log("EngineCore_DP0", _pid(), "ERROR", "core.py:0", message)
+        return formats.sglang_log(message, tp_rank=0)
+
+    # ---------------------------------------------------------------- periodic logs
+    async def vllm_stats_loop(self) -> None:
+        """vLLM's LoggingStatLogger: every log interval, the throughput line and, when drafts
+        were verified, the SpecDecoding line (vllm/v1/spec_decode/metrics.py:82-137)."""
+        interval = self.profile.log_interval_s * self.scale
+        last = self.clock()
+        while not self._stopped:
+            await asyncio.sleep(interval)
+            now = self.clock()
+            elapsed = max(now - last, 1e-9)
+            last = now
+            pid = _pid()
+            if self._iv_prompt or self._iv_gen or self.running or self.waiting:
+                src, tmpl = formats.VLLM_THROUGHPUT_LINE
+                msg = tmpl % (
+                    self._iv_prompt / elapsed,
+                    self._iv_gen / elapsed,
+                    len(self.running),
+                    len(self.waiting),
+                )
+                self._log(formats.vllm_log("APIServer", pid, "INFO", src, msg))
+            if self._iv_drafts:
+                d, dt, a = self._iv_drafts, self._iv_draft_tokens, self._iv_accepted
+                rates = ", ".join(f"{x / d:.3f}" for x in self._iv_per_pos)
+                src, tmpl = formats.VLLM_SPEC_LINE
+                msg = tmpl % (1 + a / d, a / elapsed, dt / elapsed, a, dt, rates, a / dt * 100)
+                self._log(formats.vllm_log("APIServer", pid, "INFO", src, msg))
+            self._iv_prompt = self._iv_gen = 0
+            self._iv_drafts = self._iv_draft_tokens = self._iv_accepted = 0
+            self._iv_per_pos = [0] * self.k
+
+    def _log_sglang_prefill(self, new_seq: int, new_tokens: int) -> None:
+        full = sum(r.prompt_tokens + r.emitted for r in self.running) + new_tokens
+        msg = formats.SGLANG_PREFILL_LINE.format(
+            new_seq=new_seq,
+            new_token=new_tokens,
+            full_usage=full / self.profile.max_total_num_tokens,
+            mamba_usage=(len(self.running) + new_seq) / (self.cap + 1),
+            running=len(self.running),
+            queue=len(self.waiting),
+        )
+        self._log(formats.sglang_log(msg, tp_rank=0))
+
+    def _log_sglang_decode(self) -> None:
+        now = self.clock()
+        gap = max(now - self._sg_last_log, 1e-9)
+        self._sg_last_log = now
+        c = self.counters
+        c.sg_gen_throughput = self._sg_gen / gap
+        self._sg_gen = 0
+        spec = ""
+        if self.k:
+            fct = max(self._sg_forward_ct, 1)
+            c.sg_accept_length = self._sg_accept_tokens / fct
+            correct = self._sg_accept_tokens - self._sg_forward_ct
+            c.sg_accept_rate = correct / (fct * self.k)
+            spec = formats.SGLANG_SPEC_PART.format(
+                accept_len=c.sg_accept_length, accept_rate=c.sg_accept_rate
+            )
+            self._sg_forward_ct = self._sg_accept_tokens = 0
+        full = sum(r.prompt_tokens + r.emitted for r in self.running)
+        msg = formats.SGLANG_DECODE_LINE.format(
+            running=len(self.running),
+            full_tokens=full,
+            full_usage=full / self.profile.max_total_num_tokens,
+            mamba_num=len(self.running),
+            mamba_usage=len(self.running) / (self.cap + 1),
+            spec=spec,
+            gen_tput=c.sg_gen_throughput,
+            queue=len(self.waiting),
+        )
+        self._log(formats.sglang_log(msg, tp_rank=0))
+
+
+def _pid() -> int:
+    import os
+
+    return os.getpid()

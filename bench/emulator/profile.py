@@ -1,0 +1,200 @@
+"""The emulator's known schedule: a pydantic profile loaded from YAML.
+
+A profile fixes everything the emulator does in time: how long "loading" takes, the prefill
+time ``a + b * prompt_tokens``, the decode step time as a function of the running batch size,
+the speculative tokens per step and their per-position acceptance probabilities, the admission
+cap, and which failure modes are on. ``time_scale`` multiplies every duration so tests and the
+demo run fast; the figures a profile yields are SIMULATED, shaped after the seed report.
+"""
+
+from __future__ import annotations
+
+import bisect
+from enum import StrEnum
+from importlib import resources
+from pathlib import Path
+from typing import Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+PROFILE_DIR = "profiles"
+
+
+class _Strict(BaseModel):
+    # Own copy of the strict base: the emulator imports nothing from bench outside itself,
+    # so the slim container needs only pydantic, aiohttp and pyyaml.
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class FailMode(StrEnum):
+    """Failure modes, each switchable by ``--fail`` or the profile's ``failures.modes``."""
+
+    NEVER_READY = "never_ready"  # health never turns 200
+    CRASH_AT_START = "crash_at_start"  # load lines, an error, exit with failures.exit_code
+    EXIT_MID_RUN = "exit_mid_run"  # process exits once failures.after_tokens were written
+    ZERO_ACCEPTANCE = "zero_acceptance"  # broken draft: nothing accepted (+ SGLang warnings)
+    DISCONNECT = "disconnect"  # stream cut after failures.after_tokens tokens
+    MALFORMED_CHUNK = "malformed_chunk"  # one truncated JSON event after after_tokens
+    HTTP_5XX = "http_5xx"  # every failures.every_n_requests-th request gets a 500
+    MISSING_USAGE = "missing_usage"  # no usage event although include_usage was asked
+    EARLY_EOS = "early_eos"  # stops with "stop" at early_eos_fraction of max_tokens
+    PROMPT_DRIFT = "prompt_drift"  # usage.prompt_tokens off by prompt_drift
+
+
+class FailureSettings(_Strict):
+    modes: tuple[FailMode, ...] = ()
+    exit_code: int = Field(default=1, ge=1, le=255)
+    after_tokens: int = Field(default=64, ge=1)
+    every_n_requests: int = Field(default=1, ge=1)
+    early_eos_fraction: float = Field(default=0.5, gt=0.0, lt=1.0)
+    prompt_drift: int = 3
+
+
+class SpecSettings(_Strict):
+    method: Literal["dflash", "mtp"]
+    #: the method name as the server was told (vLLM logs a deprecation for MTP aliases)
+    method_flag: str
+    num_speculative_tokens: int = Field(ge=1, le=16)
+    #: conditional probability that draft position i is accepted given 0..i-1 were
+    acceptance: tuple[float, ...]
+    draft_model_type: str = "DFlash2DraftModel"
+
+    @field_validator("acceptance")
+    @classmethod
+    def _probabilities(cls, v: tuple[float, ...]) -> tuple[float, ...]:
+        if any(not 0.0 <= p <= 1.0 for p in v):
+            raise ValueError("each acceptance probability must lie in [0, 1]")
+        return v
+
+    def expected_accepted(self) -> float:
+        """Mean accepted draft tokens per step (tokens per step = 1 + this)."""
+        total, run = 0.0, 1.0
+        for p in self.acceptance:
+            run *= p
+            total += run
+        return total
+
+
+class Profile(_Strict):
+    """One emulated server configuration. Durations are at ``time_scale`` 1.0."""
+
+    name: str
+    engine: Literal["vllm", "sglang"]
+    description: str
+    simulated: Literal[True] = True
+    engine_version: str
+    served_model: str
+    model_path: str
+    model_type: str = "Qwen3_5ForCausalLM"
+    tensor_parallel: int = Field(default=2, ge=1)
+    context_len: int = Field(default=8192, ge=16)
+    time_scale: float = Field(default=1.0, gt=0.0)
+    load_s: float = Field(ge=0.0)
+    #: SGLang only: seconds the HTTP server answers 503 (warmup) before it is up
+    warmup_s: float = Field(default=0.0, ge=0.0)
+    prefill_base_ms: float = Field(ge=0.0)
+    prefill_per_token_ms: float = Field(ge=0.0)
+    #: running batch size -> step time; linear between points, flat beyond the ends
+    decode_step_ms: dict[int, float]
+    #: relative std-dev of each step time (seeded), clipped to +-3 sigma
+    step_jitter: float = Field(default=0.0, ge=0.0, le=0.2)
+    spec: SpecSettings | None = None
+    max_running_requests: int | None = Field(default=None, ge=1)
+    #: tokens generated before a natural EOS when the request does not set ignore_eos
+    natural_stop_tokens: int | None = Field(default=None, ge=1)
+    #: emulated seconds between vLLM stat log lines (vLLM's VLLM_LOG_STATS_INTERVAL)
+    log_interval_s: float = Field(default=10.0, gt=0.0)
+    #: SGLang --decode-log-interval (decode steps between "Decode batch" lines)
+    decode_log_interval: int = Field(default=40, ge=1)
+    max_total_num_tokens: int = Field(default=60000, ge=1)
+    failures: FailureSettings = FailureSettings()
+
+    @field_validator("decode_step_ms")
+    @classmethod
+    def _steps(cls, v: dict[int, float]) -> dict[int, float]:
+        if not v:
+            raise ValueError("needs at least one batch size")
+        if any(k < 1 or ms <= 0 for k, ms in v.items()):
+            raise ValueError("batch sizes must be >= 1 and step times > 0")
+        return dict(sorted(v.items()))
+
+    def step_ms(self, batch: int) -> float:
+        """Decode step time (ms, unscaled) for a running batch of ``batch`` requests."""
+        sizes = list(self.decode_step_ms)
+        times = list(self.decode_step_ms.values())
+        if batch <= sizes[0]:
+            return times[0]
+        if batch >= sizes[-1]:
+            return times[-1]
+        i = bisect.bisect_left(sizes, batch)
+        if sizes[i] == batch:
+            return times[i]
+        lo, hi = sizes[i - 1], sizes[i]
+        frac = (batch - lo) / (hi - lo)
+        return times[i - 1] + frac * (times[i] - times[i - 1])
+
+    def prefill_ms(self, prompt_tokens: int) -> float:
+        return self.prefill_base_ms + self.prefill_per_token_ms * prompt_tokens
+
+    def has(self, mode: FailMode) -> bool:
+        return mode in self.failures.modes
+
+    def with_overrides(
+        self,
+        *,
+        time_scale: float | None = None,
+        fail: tuple[FailMode, ...] = (),
+        exit_code: int | None = None,
+        served_model: str | None = None,
+    ) -> Profile:
+        """A copy with CLI/test overrides applied (and validated)."""
+        failures = self.failures.model_dump()
+        failures["modes"] = tuple(dict.fromkeys((*self.failures.modes, *fail)))
+        if exit_code is not None:
+            failures["exit_code"] = exit_code
+        data = self.model_dump()
+        data["failures"] = failures
+        if time_scale is not None:
+            data["time_scale"] = time_scale
+        if served_model is not None:
+            data["served_model"] = served_model
+        return Profile.model_validate(data)
+
+
+class ProfileError(ValueError):
+    """A profile could not be found or is invalid; the message names the field."""
+
+
+def shipped_profiles() -> list[str]:
+    """Names of the profiles packaged in bench/emulator/profiles/."""
+    folder = resources.files("bench.emulator").joinpath(PROFILE_DIR)
+    return sorted(p.name[:-5] for p in folder.iterdir() if p.name.endswith(".yaml"))
+
+
+def load_profile(name_or_path: str | Path) -> Profile:
+    """Load a shipped profile by name (``vllm-dflash``) or any YAML file by path."""
+    path = Path(name_or_path)
+    if path.suffix in (".yaml", ".yml") or path.exists():
+        try:
+            text = path.read_text(encoding="utf-8")
+        except OSError as err:
+            raise ProfileError(f"{path}: cannot read: {err.strerror}") from err
+        source = str(path)
+    else:
+        res = resources.files("bench.emulator").joinpath(PROFILE_DIR, f"{name_or_path}.yaml")
+        if not res.is_file():
+            known = ", ".join(shipped_profiles())
+            raise ProfileError(f"profile {name_or_path!r}: unknown (shipped: {known})")
+        text = res.read_text(encoding="utf-8")
+        source = f"profile {name_or_path}"
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as err:
+        raise ProfileError(f"{source}: not valid YAML: {err}") from err
+    try:
+        return Profile.model_validate(data)
+    except ValidationError as err:
+        first = err.errors()[0]
+        loc = ".".join(str(p) for p in first["loc"]) or "<root>"
+        raise ProfileError(f"{source}: {loc}: {first['msg']}") from err

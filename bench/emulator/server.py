@@ -1,0 +1,448 @@
+"""The emulator's HTTP server (aiohttp) and its lifecycle: load, (warm up), serve, fail.
+
+Readiness as each pinned engine behaves:
+- vLLM 0.33.0 binds its socket before building the engine and only listens once the engine is
+  up (vllm/entrypoints/launchers/launcher.py:340-391, api_server/entry.py:164-199), so while
+  loading a connection is refused; then ``/health`` is 200
+  (vllm/entrypoints/serve/instrumentator/health.py:22-32).
+- SGLang 0.5.19 starts its HTTP server after the scheduler loaded the weights
+  (sglang/srt/entrypoints/http_server.py:2789-2847), then ``/health`` answers 503 while the
+  server status is Starting, i.e. during warmup (http_server.py:662-677), and 200 after
+  "The server is fired up and ready to roll!" (http_server.py:2412).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import socket
+from collections.abc import Callable
+from typing import Any
+
+from aiohttp import web
+
+from bench.emulator import formats, metrics
+from bench.emulator.engine import EmulatedEngine, LogFn, Request
+from bench.emulator.profile import FailMode, Profile
+from bench.emulator.tokens import RULE, completion_text, count_prompt_tokens
+
+ENGINE_KEY: web.AppKey[EmulatedEngine] = web.AppKey("engine", EmulatedEngine)
+
+
+class EmulatorServer:
+    """One emulated engine: socket, lifecycle task, engine task, HTTP app."""
+
+    def __init__(
+        self,
+        profile: Profile,
+        *,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        seed: int = 0,
+        log: LogFn,
+        on_exit: Callable[[int], None],
+    ) -> None:
+        self.profile = profile
+        self.host = host
+        self.requested_port = port
+        self.seed = seed
+        self.log = log
+        self.on_exit = on_exit
+        self.phase = "init"  # init | loading | warmup | up | crashed | stopped
+        self.engine = EmulatedEngine(profile, seed=seed, log=log, on_exit=self._exit)
+        self._sock: socket.socket | None = None
+        self._runner: web.AppRunner | None = None
+        self._tasks: list[asyncio.Task[None]] = []
+        self._live: set[asyncio.BaseTransport] = set()
+        self.ready = asyncio.Event()
+
+    @property
+    def port(self) -> int:
+        assert self._sock is not None
+        return int(self._sock.getsockname()[1])
+
+    # ---------------------------------------------------------------- lifecycle
+    async def start(self) -> None:
+        """Bind the port (not listening yet) and start loading."""
+        family = socket.AF_INET6 if ":" in self.host else socket.AF_INET
+        sock = socket.socket(family, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((self.host, self.requested_port))
+        sock.setblocking(False)
+        self._sock = sock
+        app = web.Application()
+        app[ENGINE_KEY] = self.engine
+        app.on_response_prepare.append(_mark_emulator)
+        self._add_routes(app)
+        self._runner = web.AppRunner(app, access_log=None, handle_signals=False)
+        await self._runner.setup()
+        self.log(
+            formats.SIMULATED_BANNER.format(engine=self.profile.engine, profile=self.profile.name)
+        )
+        self._tasks.append(asyncio.create_task(self._lifecycle()))
+
+    async def _listen(self) -> None:
+        assert self._runner is not None and self._sock is not None
+        site = web.SockSite(self._runner, self._sock)
+        await site.start()
+
+    async def _lifecycle(self) -> None:
+        p = self.profile
+        scale = p.time_scale
+        self.phase = "loading"
+        if p.has(FailMode.NEVER_READY) and p.engine == "vllm":
+            self._startup_lines_before_load()
+            return  # stuck loading: the socket never listens
+        self._startup_lines_before_load()
+        await asyncio.sleep(p.load_s * scale)
+        self._load_lines()
+        if p.has(FailMode.CRASH_AT_START):
+            self._crash_lines()
+            self.phase = "crashed"
+            self._exit(p.failures.exit_code)
+            return
+        self._tasks.append(asyncio.create_task(self.engine.run()))
+        if p.engine == "vllm":
+            self._tasks.append(asyncio.create_task(self.engine.vllm_stats_loop()))
+            src, tmpl = formats.VLLM_STARTING_SERVER
+            self._vlog(src, tmpl % f"http://{self.host}:{self.port}")
+            await self._listen()
+            self.phase = "up"
+            self.ready.set()
+            return
+        # SGLang: HTTP up, 503 while warming up
+        self.phase = "warmup"
+        await self._listen()
+        if p.has(FailMode.NEVER_READY):
+            return
+        await asyncio.sleep(p.warmup_s * scale)
+        self.phase = "up"
+        self.log(formats.sglang_log(formats.SGLANG_FIRED_UP))
+        self.ready.set()
+
+    def _vlog(self, source: str, message: str, process: str = "APIServer") -> None:
+        self.log(formats.vllm_log(process, os.getpid(), "INFO", source, message))
+
+    def _startup_lines_before_load(self) -> None:
+        p = self.profile
+        if p.engine == "vllm":
+            src, tmpl = formats.VLLM_VERSION_LINE
+            self._vlog(src, tmpl % (p.engine_version, p.model_path))
+            if p.spec and p.spec.method == "mtp" and p.spec.method_flag != "mtp":
+                src, tmpl = formats.VLLM_MTP_DEPRECATED
+                self.log(
+                    formats.vllm_log(
+                        "APIServer", os.getpid(), "WARNING", src, tmpl % p.spec.method_flag
+                    )
+                )
+        else:
+            for rank in range(p.tensor_parallel):
+                self.log(
+                    formats.sglang_log(formats.SGLANG_LOAD_BEGIN.format(avail=23.1), tp_rank=rank)
+                )
+
+    def _load_lines(self) -> None:
+        p = self.profile
+        elapsed = p.load_s * p.time_scale * 0.8
+        if p.engine == "vllm":
+            for rank in range(p.tensor_parallel):
+                proc = f"Worker_TP{rank}"
+                src, tmpl = formats.VLLM_LOADING_WEIGHTS
+                self._vlog(src, tmpl % elapsed, proc)
+                src, tmpl = formats.VLLM_MODEL_LOADING
+                self._vlog(src, tmpl % ("8.12", p.load_s * p.time_scale * 0.85), proc)
+            return
+        broken = p.has(FailMode.ZERO_ACCEPTANCE) and p.spec is not None and p.spec.method == "mtp"
+        for rank in range(p.tensor_parallel):
+            self.log(
+                formats.sglang_log(
+                    formats.SGLANG_LOAD_END.format(
+                        elapsed=elapsed,
+                        model_type=p.model_type,
+                        quant="quant=gptq, bits=4, ",
+                        avail=9.87,
+                        usage=8.12,
+                    ),
+                    tp_rank=rank,
+                )
+            )
+        if p.spec is not None:
+            for rank in range(p.tensor_parallel):
+                if broken:
+                    for name in formats.SGLANG_SKIPPED_MTP_TENSORS:
+                        msg = formats.SGLANG_SKIP_PARAM.format(name=name)
+                        self.log(formats.sglang_log(msg, tp_rank=rank))
+                # unpatched builds print the checkpoint's quant for the draft too
+                quant = "quant=gptq, bits=4, " if broken else ""
+                self.log(
+                    formats.sglang_log(
+                        formats.SGLANG_LOAD_END.format(
+                            elapsed=elapsed * 0.05,
+                            model_type=p.spec.draft_model_type,
+                            quant=quant,
+                            avail=8.95,
+                            usage=0.92,
+                        ),
+                        tp_rank=rank,
+                    )
+                )
+        self.log(
+            formats.sglang_log(
+                formats.SGLANG_CAPACITY_LINE.format(
+                    max_total=p.max_total_num_tokens,
+                    chunked=8192,
+                    max_prefill=16384,
+                    max_running=p.max_running_requests or 0,
+                    context_len=p.context_len,
+                    avail=3.21,
+                ),
+                tp_rank=0,
+            )
+        )
+
+    def _crash_lines(self) -> None:
+        msg = "RuntimeError: SIMULATED startup failure (emulator failure mode crash_at_start)"
+        if self.profile.engine == "vllm":
+            self.log(formats.vllm_log("EngineCore_DP0", os.getpid(), "ERROR", "core.py:0", msg))
+        else:
+            self.log(formats.sglang_log(f"Scheduler hit an exception: {msg}", tp_rank=0))
+
+    def _exit(self, code: int) -> None:
+        self.phase = "crashed"
+        for transport in list(self._live):
+            if isinstance(transport, asyncio.Transport):
+                transport.abort()
+        self.on_exit(code)
+
+    async def stop(self) -> None:
+        self.phase = "stopped"
+        self.engine.stop()
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        if self._runner is not None:
+            await self._runner.cleanup()
+        if self._sock is not None:
+            self._sock.close()
+
+    # ---------------------------------------------------------------- routes
+    def _add_routes(self, app: web.Application) -> None:
+        app.router.add_get("/health", self.health)
+        if self.profile.engine == "sglang":
+            app.router.add_get("/health_generate", self.health)
+            app.router.add_get("/server_info", self.server_info)
+            app.router.add_get("/get_server_info", self.server_info)
+        else:
+            app.router.add_get("/version", self.version)
+        app.router.add_get("/v1/models", self.models)
+        app.router.add_post("/v1/chat/completions", self.chat)
+        app.router.add_get("/metrics", self.metrics)
+        app.router.add_get("/emulator/truth/{rid}", self.truth)
+        app.router.add_get("/emulator/state", self.state)
+        app.router.add_post("/emulator/tokenize", self.tokenize)
+
+    async def health(self, request: web.Request) -> web.Response:
+        return web.Response(status=200 if self.phase == "up" else 503)
+
+    async def version(self, request: web.Request) -> web.Response:
+        return web.json_response({"version": self.profile.engine_version})
+
+    async def server_info(self, request: web.Request) -> web.Response:
+        p = self.profile
+        return web.json_response(
+            {
+                "version": p.engine_version,
+                "max_running_requests": p.max_running_requests,
+                "internal_states": [
+                    {
+                        "avg_spec_accept_length": self.engine.counters.sg_accept_length,
+                        "effective_max_running_requests_per_dp": p.max_running_requests,
+                    }
+                ],
+                "emulator": self._emulator_info(),
+            }
+        )
+
+    def _emulator_info(self) -> dict[str, Any]:
+        return {
+            "simulated": True,
+            "engine": self.profile.engine,
+            "profile": self.profile.name,
+            "time_scale": self.profile.time_scale,
+            "seed": self.seed,
+            "failures": [m.value for m in self.profile.failures.modes],
+            "tokenizer": RULE,
+        }
+
+    async def models(self, request: web.Request) -> web.Response:
+        p = self.profile
+        card = formats.model_card(p.engine, p.served_model, p.model_path, p.context_len)
+        return web.json_response(
+            {"object": "list", "data": [card], "emulator": self._emulator_info()}
+        )
+
+    async def metrics(self, request: web.Request) -> web.Response:
+        return web.Response(
+            body=metrics.render(self.engine).encode(),
+            headers={"Content-Type": metrics.CONTENT_TYPE},
+        )
+
+    async def truth(self, request: web.Request) -> web.Response:
+        req = self.engine.truths.get(request.match_info["rid"])
+        if req is None:
+            return web.json_response({"error": "unknown request id"}, status=404)
+        return web.json_response(req.truth())
+
+    async def state(self, request: web.Request) -> web.Response:
+        e = self.engine
+        return web.json_response(
+            {
+                "simulated": True,
+                "phase": self.phase,
+                "running": len(e.running),
+                "waiting": len(e.waiting),
+                "tokens_written": e.tokens_written,
+                "requests": e.requests_seen,
+                "counters": {
+                    "drafts": e.counters.drafts,
+                    "draft_tokens": e.counters.draft_tokens,
+                    "accepted_tokens": e.counters.accepted_tokens,
+                    "generation_tokens": e.counters.generation_tokens,
+                },
+            }
+        )
+
+    async def tokenize(self, request: web.Request) -> web.Response:
+        body = await _json_body(request)
+        if body is None or not isinstance(body.get("messages"), list):
+            return web.json_response({"error": "body needs a messages list"}, status=400)
+        return web.json_response(
+            {"count": count_prompt_tokens(body["messages"]), "rule": RULE, "simulated": True}
+        )
+
+    def _error(self, message: str, err_type: str, code: int) -> web.Response:
+        if self.profile.engine == "vllm":
+            return web.json_response(formats.vllm_error(message, err_type, code), status=code)
+        return web.json_response(formats.sglang_error(message, err_type, code), status=code)
+
+    async def chat(self, request: web.Request) -> web.StreamResponse:
+        p = self.profile
+        if self.phase != "up":
+            return self._error("Server is not ready", "ServiceUnavailableError", 503)
+        body = await _json_body(request)
+        if body is None:
+            return self._error("Invalid JSON body", "BadRequestError", 400)
+        messages = body.get("messages")
+        if not isinstance(messages, list) or not messages:
+            return self._error("messages: field required", "BadRequestError", 400)
+        model = str(body.get("model") or p.served_model)
+        if p.engine == "vllm" and body.get("model") and model != p.served_model:
+            return web.json_response(formats.vllm_model_not_found(model), status=404)
+        engine = self.engine
+        engine.requests_seen += 1
+        if p.has(FailMode.HTTP_5XX) and engine.requests_seen % p.failures.every_n_requests == 0:
+            return self._error(
+                "SIMULATED internal error (emulator failure mode http_5xx)",
+                "InternalServerError",
+                500,
+            )
+        prompt = count_prompt_tokens(messages)
+        raw_max = body.get("max_completion_tokens", body.get("max_tokens"))
+        max_tokens = int(raw_max) if raw_max is not None else p.context_len - prompt
+        if max_tokens < 1 or prompt + max_tokens > p.context_len:
+            return self._error(
+                f"This model's maximum context length is {p.context_len} tokens. However, you "
+                f"requested {prompt + max_tokens} tokens ({prompt} in the messages, "
+                f"{max_tokens} in the completion).",
+                "BadRequestError",
+                400,
+            )
+        target, reason = max_tokens, "length"
+        if p.has(FailMode.EARLY_EOS):
+            target, reason = max(1, int(max_tokens * p.failures.early_eos_fraction)), "stop"
+        elif (
+            not body.get("ignore_eos")
+            and p.natural_stop_tokens is not None
+            and p.natural_stop_tokens < max_tokens
+        ):
+            target, reason = p.natural_stop_tokens, "stop"
+        drift = p.failures.prompt_drift if p.has(FailMode.PROMPT_DRIFT) else 0
+        stream = bool(body.get("stream"))
+        options = body.get("stream_options") or {}
+        req = Request(
+            rid=engine.new_id(),
+            model=model if p.engine == "sglang" else p.served_model,
+            prompt_tokens=prompt,
+            reported_prompt_tokens=prompt + drift,
+            max_tokens=max_tokens,
+            target_tokens=target,
+            finish_reason=reason,
+            stream=stream,
+            include_usage=bool(isinstance(options, dict) and options.get("include_usage")),
+            arrival=engine.clock(),
+        )
+        if not stream:
+            engine.submit(req)
+            await req.done.wait()
+            return self._full_response(req)
+        resp = web.StreamResponse(
+            status=200, headers={"Content-Type": "text/event-stream; charset=utf-8"}
+        )
+        await resp.prepare(request)
+        req.sink = resp
+        transport = request.transport
+        if transport is not None:
+            req.abort = transport.abort
+            self._live.add(transport)
+        engine.submit(req)
+        try:
+            await req.done.wait()
+        except asyncio.CancelledError:
+            engine.drop(req, "client_gone")
+            raise
+        finally:
+            if transport is not None:
+                self._live.discard(transport)
+        if req.outcome == "ok":
+            await resp.write_eof()
+        return resp
+
+    def _full_response(self, req: Request) -> web.Response:
+        p = self.profile
+        text = completion_text(0, req.emitted)
+        usage_prompt = req.reported_prompt_tokens
+        if p.engine == "vllm":
+            body = formats.vllm_full_response(
+                req.rid, req.created, req.model, text, req.finish_reason, usage_prompt, req.emitted
+            )
+        else:
+            matched = formats.EMULATED_EOS_TOKEN_ID if req.finish_reason == "stop" else None
+            body = formats.sglang_full_response(
+                req.rid,
+                req.created,
+                req.model,
+                text,
+                req.finish_reason,
+                matched,
+                usage_prompt,
+                req.emitted,
+            )
+        if p.has(FailMode.MISSING_USAGE):
+            body.pop("usage", None)
+        return web.json_response(body)
+
+
+async def _mark_emulator(request: web.Request, response: web.StreamResponse) -> None:
+    response.headers[formats.EMULATOR_HEADER] = "1"
+
+
+async def _json_body(request: web.Request) -> dict[str, Any] | None:
+    try:
+        data = await request.json()
+    except (json.JSONDecodeError, UnicodeDecodeError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
