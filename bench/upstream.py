@@ -136,10 +136,17 @@ def pinned_packages(experiment_path: Path | None = None) -> list[PinnedPackage]:
             for e, v in FALLBACK_VERSIONS.items()
         ]
     found: dict[str, str] = {}
-    for name, entry in _iter_engines(_engines_section(path)):
+    for key, entry in _iter_engines(_engines_section(path)):
+        engine = str(_field(entry, "engine") or key)  # images may be keyed "sglang-stock"
         version = _field(entry, "upstream_version", "version")
-        if name in ENGINE_PACKAGES and version is not None:
-            found[name] = str(version).lstrip("v")
+        if engine not in ENGINE_PACKAGES or version is None:
+            continue
+        version = str(version).lstrip("v")
+        if found.setdefault(engine, version) != version:
+            raise InputError(
+                f"{path}: engines.{key}.version",
+                f"{engine} pinned at both {found[engine]} and {version}; one version per engine",
+            )
     missing = sorted(set(ENGINE_PACKAGES) - set(found))
     if missing:
         raise InputError(f"{path}: engines", f"no upstream version for {', '.join(missing)}")

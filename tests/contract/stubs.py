@@ -183,7 +183,17 @@ def upstream_import_env(
     finally:
         sys.meta_path.remove(finder)
         sys.path[:] = saved_path
-        for name in list(sys.modules):
-            if name not in saved_modules:
+        # Drop what came from the upstream tree, the stubs and the presets; keep real
+        # third-party modules imported meanwhile (C extensions such as numpy load only once).
+        root = str(src_root.resolve())
+        for name, module in list(sys.modules.items()):
+            origin = str(getattr(module, "__file__", None) or "")
+            ours = (
+                isinstance(module, StubModule)
+                or name in (preset or {})
+                or origin.startswith(root)
+                or origin.startswith("<stub ")
+            )
+            if ours and saved_modules.get(name) is not module:
                 del sys.modules[name]
         sys.modules.update(saved_modules)
