@@ -6,6 +6,8 @@ Entry point: ``render_report(artifacts_dir, out_dir) -> Path`` (the REPORT.md wr
 
 from __future__ import annotations
 
+import functools
+import os
 import shlex
 from pathlib import Path
 from typing import Any
@@ -60,11 +62,26 @@ def and_join(items: Any) -> str:
     return xs[0] if len(xs) == 1 else ", ".join(xs[:-1]) + " and " + xs[-1] if xs else ""
 
 
+def _bytecode_cache() -> Any:
+    """Compiled templates cached on disk (compiling the partials costs more than rendering)."""
+    import jinja2
+
+    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    folder = base / "specbench" / "jinja"
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError:
+        return None
+    return jinja2.FileSystemBytecodeCache(str(folder)) if os.access(folder, os.W_OK) else None
+
+
+@functools.cache
 def _env() -> Any:
     import jinja2
 
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(str(TEMPLATES)),
+        bytecode_cache=_bytecode_cache(),
         autoescape=False,  # Markdown, not HTML: untrusted text goes through md/cell/fence filters
         undefined=jinja2.StrictUndefined,
         trim_blocks=True,
@@ -72,10 +89,17 @@ def _env() -> Any:
         keep_trailing_newline=True,
     )
     env.filters.update(
-        md=md_inline, cell=md_cell, code=md_code, fence=md_fence, f=fmt, label=label,
-        eng=lambda e: md_inline(engine_label(e)), meth=lambda m: md_inline(method_label(m)),
-        shell=shell, andjoin=and_join,
-    )  # fmt: skip
+        md=md_inline,
+        cell=md_cell,
+        code=md_code,
+        fence=md_fence,
+        f=fmt,
+        label=label,
+        eng=lambda e: md_inline(engine_label(e)),
+        meth=lambda m: md_inline(method_label(m)),
+        shell=shell,
+        andjoin=and_join,
+    )
     return env
 
 

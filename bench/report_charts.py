@@ -35,26 +35,37 @@ def _err(f: Figure) -> float:
     return 0.0
 
 
+def _new(fig_cls: Any) -> tuple[Any, Any]:
+    fig = fig_cls(figsize=(7.0, 3.8), dpi=90)
+    fig.subplots_adjust(left=0.11, right=0.98, top=0.9, bottom=0.12)
+    return fig, fig.add_subplot()
+
+
 def _bars(
-    plt: Any, runs: Sequence[RunView], metric: str, ylabel: str, title: str, path: Path
+    fig_cls: Any, runs: Sequence[RunView], metric: str, ylabel: str, title: str, path: Path
 ) -> bool:
     rows = [(r, getattr(r, metric)) for r in runs if getattr(r, metric).mean is not None]
     if not rows:
         return False
-    fig, ax = plt.subplots(figsize=(7.0, 3.8), dpi=100)
+    fig, ax = _new(fig_cls)
     names = [_label(r) for r, _ in rows]
     means = [f.mean for _, f in rows]
     errs = [_err(f) for _, f in rows]
     ax.bar(names, means, yerr=errs if any(errs) else None, capsize=6, color="#4C72B0")
     for i, m in enumerate(means):
-        ax.annotate(f"{m:.2f}", (i, m), ha="center", va="bottom", fontsize=8,
-                    xytext=(0, 3), textcoords="offset points")  # fmt: skip
+        ax.annotate(
+            f"{m:.2f}",
+            (i, m),
+            ha="center",
+            va="bottom",
+            fontsize=8,
+            xytext=(0, 3),
+            textcoords="offset points",
+        )
     ax.set_ylabel(ylabel)
     ax.set_title(title, fontsize=10)
     ax.tick_params(axis="x", labelsize=8)
-    fig.tight_layout()
     fig.savefig(path)
-    plt.close(fig)
     return True
 
 
@@ -65,47 +76,47 @@ def render_charts(
     simulated: bool,
 ) -> dict[str, Chart]:
     """Draw every chart the data supports; returns them by role (decode, ttft, ...)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    # The object API with the Agg canvas: no pyplot global state, no GUI backend lookup.
+    from matplotlib.figure import Figure as fig_cls
 
     charts: dict[str, Chart] = {}
     t = _title("Decode throughput at concurrency 1 (mean, 95% CI)", simulated)
-    if _bars(plt, single, "decode", "tok/s per stream", t, out_dir / "decode.png"):
+    if _bars(fig_cls, single, "decode", "tok/s per stream", t, out_dir / "decode.png"):
         charts["decode"] = Chart(file="decode.png", alt="Decode throughput chart", title=t)
     t = _title("Time to first token at concurrency 1 (mean, 95% CI)", simulated)
-    if _bars(plt, single, "ttft", "ms", t, out_dir / "ttft.png"):
+    if _bars(fig_cls, single, "ttft", "ms", t, out_dir / "ttft.png"):
         charts["ttft"] = Chart(file="ttft.png", alt="TTFT chart", title=t)
     drawable = [s for s in sweeps if sum(p.aggregate is not None for p in s.points) >= 1]
     if drawable:
         t = _title("Aggregate output throughput vs concurrency", simulated)
-        fig, ax = plt.subplots(figsize=(7.0, 3.8), dpi=100)
+        fig, ax = _new(fig_cls)
         for s in drawable:
             pts = [p for p in s.points if p.aggregate is not None and p.valid]
-            ax.plot([p.concurrency for p in pts], [p.aggregate for p in pts], marker="o",
-                    label=f"{engine_label(s.engine)} + {method_label(s.method)}")  # fmt: skip
+            ax.plot(
+                [p.concurrency for p in pts],
+                [p.aggregate for p in pts],
+                marker="o",
+                label=f"{engine_label(s.engine)} + {method_label(s.method)}",
+            )
         ax.set_xscale("log", base=2)
+        levels = sorted({p.concurrency for s in drawable for p in s.points})
+        ax.set_xticks(levels, [str(c) for c in levels])
         ax.set_xlabel("concurrency")
         ax.set_ylabel("aggregate tok/s")
         ax.set_title(t, fontsize=10)
         ax.legend(fontsize=8)
-        fig.tight_layout()
         fig.savefig(out_dir / "concurrency.png")
-        plt.close(fig)
         charts["concurrency"] = Chart(file="concurrency.png", alt="Concurrency chart", title=t)
     acc = [r for r in single if r.acceptance_rate is not None]
     if acc:
         t = _title("Acceptance rate (accepted / draft tokens, one definition)", simulated)
-        fig, ax = plt.subplots(figsize=(7.0, 3.8), dpi=100)
+        fig, ax = _new(fig_cls)
         vals = [100.0 * (r.acceptance_rate or 0.0) for r in acc]
         ax.bar([_label(r) for r in acc], vals, color="#55A868")
         ax.set_ylabel("acceptance rate, %")
         ax.set_ylim(0, 100)
         ax.set_title(t, fontsize=10)
         ax.tick_params(axis="x", labelsize=8)
-        fig.tight_layout()
         fig.savefig(out_dir / "acceptance.png")
-        plt.close(fig)
         charts["acceptance"] = Chart(file="acceptance.png", alt="Acceptance chart", title=t)
     return charts

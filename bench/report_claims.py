@@ -17,7 +17,7 @@ from typing import Literal
 from bench.models import StrictModel
 from bench.report_model import ConfigInfo, Figure, PublishedDelta, RunSet, RunView
 from bench.report_text import pct
-from bench.stats import t_cdf, welch
+from bench.stats import t_cdf
 
 ALPHA = 0.05
 STABLE_CV = 0.02  # a run whose decode CV is at most 2% is called stable
@@ -69,6 +69,15 @@ def welch_summary(m1: float, s1: float, n1: int, m2: float, s2: float, n2: int) 
     return min(1.0, max(0.0, 2.0 * (1.0 - t_cdf(abs(t), df))))
 
 
+def welch_samples(a: Sequence[float], b: Sequence[float]) -> float:
+    """Two-sided Welch p-value of raw samples (same test as bench.stats.welch, without the CI
+    quantile that summarize() computes: the report runs dozens of these)."""
+    ma, mb = math.fsum(a) / len(a), math.fsum(b) / len(b)
+    sa = math.sqrt(math.fsum((x - ma) ** 2 for x in a) / (len(a) - 1))
+    sb = math.sqrt(math.fsum((x - mb) ** 2 for x in b) / (len(b) - 1))
+    return welch_summary(ma, sa, len(a), mb, sb, len(b))
+
+
 def _fig(run: RunView, metric: Metric) -> Figure:
     return run.decode if metric == "decode" else run.ttft
 
@@ -84,7 +93,7 @@ def _published(deltas: Iterable[PublishedDelta], metric: Metric, a: str, b: str)
 
 def _test(fa: Figure, fb: Figure) -> tuple[Significance, float | None, str]:
     if len(fa.samples) >= 2 and len(fb.samples) >= 2:
-        p = welch(fa.samples, fb.samples).p_value
+        p = welch_samples(fa.samples, fb.samples)
         sig: Significance = "significant" if p < ALPHA else "not_significant"
         basis = f"Welch t-test over {len(fa.samples)} and {len(fb.samples)} iterations, p={p:.3g}"
         return sig, p, basis
@@ -125,9 +134,18 @@ def compare(
         if delta == 0:
             sig = "not_significant"
         return Comparison(
-            metric=metric, a=a, b=b, a_mean=fa.mean, b_mean=fb.mean, delta=delta,
-            better=better, pct=percent, significance=sig, p_value=p, basis=basis,
-        )  # fmt: skip
+            metric=metric,
+            a=a,
+            b=b,
+            a_mean=fa.mean,
+            b_mean=fb.mean,
+            delta=delta,
+            better=better,
+            pct=percent,
+            significance=sig,
+            p_value=p,
+            basis=basis,
+        )
     delta = _published(deltas, metric, a.key, b.key)
     if delta is not None and delta != 0:
         better = "a" if (delta > 0) == higher_better else "b"
@@ -141,9 +159,18 @@ def compare(
     else:
         basis = "not comparable: a value is unknown"
     return Comparison(
-        metric=metric, a=a, b=b, a_mean=fa.mean, b_mean=fb.mean, delta=delta,
-        better=better, pct=None, significance="unknown", p_value=None, basis=basis,
-    )  # fmt: skip
+        metric=metric,
+        a=a,
+        b=b,
+        a_mean=fa.mean,
+        b_mean=fb.mean,
+        delta=delta,
+        better=better,
+        pct=None,
+        significance="unknown",
+        p_value=None,
+        basis=basis,
+    )
 
 
 # --- selections -------------------------------------------------------------------------------
@@ -286,7 +313,7 @@ def sweeps(rs: RunSet) -> list[ConcurrencySweep]:
                 aggregate=r.aggregate.mean,
                 ttft=r.ttft.mean,
                 valid=r.valid,
-            )  # fmt: skip
+            )
             for r in runs
         ]
         known = [p for p in pts if p.valid and p.aggregate is not None]
@@ -325,7 +352,7 @@ def sweeps(rs: RunSet) -> list[ConcurrencySweep]:
                 queued_levels=queued,
                 ttft_growth=growth,
                 cause=fact.cause if fact else None,
-            )  # fmt: skip
+            )
         )
     return out
 

@@ -63,9 +63,12 @@ def side_by_side(rs: RunSet, ref: RunSet) -> list[SideBySide]:
         b = pr.decode.mean
         out.append(
             SideBySide(
-                config=pr.config, label=f"{pr.engine} + {pr.method}", ours=a, published=b,
+                config=pr.config,
+                label=f"{pr.engine} + {pr.method}",
+                ours=a,
+                published=b,
                 diff_pct=pct(a, b) if a is not None and b else None,
-            )  # fmt: skip
+            )
         )
     return out
 
@@ -78,10 +81,12 @@ def build_context(rs: RunSet, reference: RunSet | None = None) -> dict[str, Any]
     ranked_runs = ranking(single)
     ranked = [
         Ranked(
-            rank=i + 1, run=r,
+            rank=i + 1,
+            run=r,
             vs_next=compare(r, ranked_runs[i + 1], "decode", rs.published_deltas)
-            if i + 1 < len(ranked_runs) else None,
-        )  # fmt: skip
+            if i + 1 < len(ranked_runs)
+            else None,
+        )
         for i, r in enumerate(ranked_runs)
     ]
     by_engine = within(single, "engine", rs)
@@ -109,10 +114,7 @@ def build_context(rs: RunSet, reference: RunSet | None = None) -> dict[str, Any]
     scales_best = bool(
         best_sweep
         and best_sweep.scales_through
-        and all(
-            s is best_sweep or (s.peak or 0) < (best_sweep.scales_through or 0)
-            for s in sw
-        )
+        and all(s is best_sweep or (s.peak or 0) < (best_sweep.scales_through or 0) for s in sw)
     )
     methods_valid = ordered_unique(r.method for r in single)
     losers = [
@@ -141,8 +143,9 @@ def build_context(rs: RunSet, reference: RunSet | None = None) -> dict[str, Any]
                     if r.decode.mean is not None and b.decode.mean
                     else None
                 )
-                speedups.append(Speedup(engine=r.engine, baseline=b, run=r, ratio=ratio,
-                                        comparison=c))  # fmt: skip
+                speedups.append(
+                    Speedup(engine=r.engine, baseline=b, run=r, ratio=ratio, comparison=c)
+                )
     sweep_configs = {s.config for s in sw}
     no_sweep = [r for r in single if r.config not in sweep_configs]
     return {
@@ -183,14 +186,16 @@ def build_context(rs: RunSet, reference: RunSet | None = None) -> dict[str, Any]
 
 def _valid_current(rs: RunSet, config: str, concurrency: int) -> RunView | None:
     """The valid, current run of a configuration at one concurrency (after a failed attempt)."""
-    return next(
-        (
-            r
-            for r in rs.runs
-            if r.config == config and r.concurrency == concurrency and r.valid and not r.attempt
-        ),
-        None,
-    )
+    same = [r for r in rs.runs if r.valid and not r.attempt and r.concurrency == concurrency]
+    exact = next((r for r in same if r.config == config), None)
+    if exact is not None:
+        return exact
+    # A failed configuration kept as its own entry (e.g. "<name>-stock"): its corrected sibling
+    # is the valid run of the same engine and method.
+    failed = next((r for r in rs.runs if r.config == config), None)
+    if failed is None:
+        return None
+    return next((r for r in same if (r.engine, r.method) == (failed.engine, failed.method)), None)
 
 
 def sweep_for(sweeps_: list[ConcurrencySweep], config: str) -> ConcurrencySweep | None:

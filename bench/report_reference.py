@@ -21,8 +21,8 @@ from bench.report_model import (
     CommandBlock,
     ConcurrencyFact,
     ConfigInfo,
-    FileEntry,
     Figure,
+    FileEntry,
     PublishedDelta,
     Reason,
     RunSet,
@@ -163,7 +163,7 @@ def reference_runset(path: Path) -> RunSet:
                 reasons=tuple(r.reasons),
                 acceptance_raw=r.acceptance_raw,
                 iterations=sa.n,
-            )  # fmt: skip
+            )
         )
     deltas = tuple(
         PublishedDelta(metric=rel.metric, a=rel.a, b=rel.b, delta=rel.value)

@@ -1,9 +1,58 @@
-"""CLI commands: report (placeholder until its issue lands)."""
+"""CLI commands: report, publish, verify-bundle (the work lives in bench.report*)."""
 
 from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
 
 import typer
 
 
 def register(app: typer.Typer) -> None:
     """Add this module's commands to the app."""
+
+    @app.command("report")
+    def report(
+        artifacts_dir: Annotated[
+            Path, typer.Argument(help="a matrix run's artifacts folder, or reports/reference")
+        ],
+        out: Annotated[
+            Path | None, typer.Option(help="output folder (default: DIR/report)")
+        ] = None,
+        reference: Annotated[
+            Path | None, typer.Option(help="reference set to show side by side")
+        ] = None,
+    ) -> None:
+        """Render REPORT.md and its charts from artifacts alone (no GPU needed)."""
+        from bench.report import render_report
+
+        typer.echo(str(render_report(artifacts_dir, out, reference)))
+
+    @app.command("publish")
+    def publish(
+        artifacts_dir: Annotated[Path, typer.Argument(help="a matrix run's artifacts folder")],
+        out: Annotated[Path, typer.Option(help="bundle folder to create")],
+        tarball: Annotated[bool, typer.Option(help="also write OUT.tar.gz")] = False,
+    ) -> None:
+        """Write a self-contained bundle (report, charts, artifacts, SHA256SUMS). Refuses
+        SIMULATED runs and runs without a valid payload."""
+        from bench.report_bundle import publish as do_publish
+
+        folder = do_publish(artifacts_dir, out, tarball=tarball)
+        typer.echo(str(folder))
+        if tarball:
+            typer.echo(str(folder.parent / f"{folder.name}.tar.gz"))
+
+    @app.command("verify-bundle")
+    def verify_bundle(
+        bundle: Annotated[Path, typer.Argument(help="bundle folder or .tar.gz")],
+    ) -> None:
+        """Check a published bundle: checksums, links, payloads. Exit 1 on any problem."""
+        from bench.report_bundle import verify_bundle as do_verify
+
+        problems = do_verify(bundle)
+        for p in problems:
+            typer.echo(f"FAIL {p}")
+        if problems:
+            raise typer.Exit(1)
+        typer.echo(f"OK {bundle}")

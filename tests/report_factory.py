@@ -1,0 +1,272 @@
+"""A small factory of synthetic, schema-valid payloads and artifacts folders for report tests.
+
+Everything it builds stands for emulator output unless told otherwise, so it is SIMULATED by
+default. Figures are derived from the per-iteration samples passed in, never typed twice."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from bench.atomic import sha256_file
+from bench.hardware_schema import GpuEntry, Hardware, HardwareExtended
+from bench.payload import (
+    AcceptanceDelta,
+    EngineFlags,
+    Evidence,
+    Figures,
+    IterationRecord,
+    Payload,
+    RequestRecord,
+    RunInfo,
+    SampleStats,
+    Validity,
+    ValidityReason,
+    Workload,
+    write_payload,
+)
+from bench.stats import summarize
+
+HARDWARE = Hardware(
+    hwClass="DISCRETE_GPU",
+    gpuName="NVIDIA GeForce RTX 3090",
+    gpuCount=2,
+    vramGb=48.0,
+    gpus=[GpuEntry(name="NVIDIA GeForce RTX 3090", vramGb=24.0)] * 2,
+    cpu="Test CPU",
+    ramGb=64.0,
+    os="Linux",
+    extended=HardwareExtended(source="fixture", driverVersion="580.00"),
+)
+
+OFFSETS = (-0.1, 0.05, 0.0, 0.1, -0.05)
+
+
+def jitter(mean: float, scale: float = 1.0) -> list[float]:
+    """Five samples around ``mean`` whose mean is exactly ``mean``."""
+    return [mean + o * scale for o in OFFSETS]
+
+
+@dataclass
+class Spec:
+    config: str
+    engine: str
+    method: str
+    decode: list[float]
+    ttft: list[float]
+    concurrency: int = 1
+    aggregate: list[float] | None = None
+    spec_tokens: int | None = None
+    draft_model: str | None = None
+    acceptance: tuple[int, int, int] | None = (1000, 4000, 2400)  # drafts, draft tokens, accepted
+    acceptance_raw: dict[str, Any] = field(default_factory=dict)
+    reasons: list[ValidityReason] = field(default_factory=list)
+    simulated: bool = True
+    served_model: str = "qwen"
+
+
+def payload(s: Spec) -> Payload:
+    """A valid Payload whose figures are computed from the samples in ``s``."""
+    n = len(s.decode)
+    agg = s.aggregate or [d * s.concurrency for d in s.decode]
+    iterations = []
+    for i in range(n):
+        reqs = [
+            RequestRecord(
+                request_id=f"{s.config}-{i}-{k}",
+                stream_index=k,
+                sent_at=0.0,
+                first_token_at=s.ttft[i] / 1000,
+                last_token_at=s.ttft[i] / 1000 + 511 / s.decode[i],
+                ttft_ms=s.ttft[i],
+                decode_tok_s=s.decode[i],
+                completion_tokens=512,
+                prompt_tokens=1044,
+                finish_reason="length",
+            )
+            for k in range(s.concurrency)
+        ]
+        iterations.append(
+            IterationRecord(
+                index=i,
+                warmup=False,
+                window_start=0.0,
+                window_end=1.0,
+                requests=reqs,
+                per_stream_mean_tok_s=s.decode[i],
+                aggregate_tok_s=agg[i],
+            )
+        )
+    dec = summarize(s.decode)
+    acc = None
+    if s.method != "NONE" and s.acceptance is not None:
+        d, dt, a = s.acceptance
+        acc = AcceptanceDelta(
+            drafts=d,
+            draft_tokens=dt,
+            accepted_tokens=a,
+            acceptance_rate=a / dt if dt else None,
+            mean_acceptance_length=1 + a / d if d else None,
+            source=f"{s.engine} /metrics",
+        )
+    invalid = any(r.severity == "invalid" for r in s.reasons)
+    tokens = s.spec_tokens or (4 if s.method == "DFLASH" else 2 if s.method == "MTP" else None)
+    return Payload(
+        simulated=s.simulated,
+        hfId="btbtyler09/Qwen3.8-27B-GPTQ-4bit",
+        hardware=HARDWARE,
+        engineName=s.engine,  # type: ignore[arg-type]
+        engineVersion="0.0-test",
+        quantization="GPTQ-4bit",
+        tokSOut=dec.mean,
+        ttftMs=summarize(s.ttft).mean,
+        promptTokens=1044,
+        outputTokens=512,
+        samples=list(s.decode),
+        sampleStats=SampleStats(
+            min=dec.min, p50=dec.median, mean=dec.mean, max=dec.max, stddev=dec.stddev
+        ),
+        promptSha256="0" * 64,
+        outputSha256="1" * 64,
+        engineFlags=EngineFlags(
+            specDecoding=s.method != "NONE",
+            specMethod=s.method,  # type: ignore[arg-type]
+            specModel=s.draft_model,
+            specNumTokens=tokens if s.method != "NONE" else None,
+            tensorParallel=2,
+            concurrency=s.concurrency,
+            temperature=0.0,
+        ),
+        evidence=Evidence(
+            run=RunInfo(
+                specbench_version="0.1.0",
+                started_at="2026-01-01T00:00:00Z",
+                finished_at="2026-01-01T00:01:00Z",
+                base_url="http://127.0.0.1:1",
+                served_model=s.served_model,
+                command=["specbench", "measure", s.config],
+                config_name=s.config,
+                simulated=s.simulated,
+            ),
+            workload=Workload(
+                prompt_tokens=1044,
+                max_tokens=512,
+                concurrency=s.concurrency,
+                warmup=2,
+                iterations=n,
+            ),
+            figures=Figures(
+                decode_tok_s=dec,
+                ttft_ms=summarize(s.ttft),
+                e2e_ms=summarize(
+                    [t + 512 / d * 1000 for t, d in zip(s.ttft, s.decode, strict=True)]
+                ),
+                aggregate_tok_s=summarize(agg),
+            ),
+            iterations=iterations,
+            acceptance=acc,
+            acceptance_raw=s.acceptance_raw,
+            validity=Validity(valid=not invalid, reasons=s.reasons),
+        ),
+    )
+
+
+def seed_matrix(simulated: bool = True, sweep: bool = True) -> list[Spec]:
+    """The seed's four configurations with its means, plus a DFlash concurrency sweep."""
+    specs = [
+        Spec("vllm-dflash", "vllm", "DFLASH", jitter(109.36), jitter(74.0, 2), draft_model="d"),
+        Spec("sglang-dflash", "sglang", "DFLASH", jitter(97.54), jitter(67.40, 2), draft_model="d"),
+        Spec(
+            "vllm-mtp", "vllm", "MTP", jitter(92.78), jitter(70.0, 2), acceptance=(1000, 2000, 1500)
+        ),
+        Spec(
+            "sglang-mtp",
+            "sglang",
+            "MTP",
+            jitter(86.98),
+            jitter(69.30, 2),
+            acceptance=(1000, 2000, 1450),
+        ),
+    ]
+    if sweep:
+        for c, v_agg, s_agg in (
+            (2, 200.0, 180.0),
+            (4, 330.0, 300.0),
+            (8, 390.0, 240.0),
+            (16, 430.67, 250.0),
+        ):
+            specs.append(
+                Spec(
+                    "vllm-dflash",
+                    "vllm",
+                    "DFLASH",
+                    jitter(v_agg / c),
+                    jitter(80.0 + c),
+                    concurrency=c,
+                    aggregate=jitter(v_agg),
+                )
+            )
+            ttft = 70.0 if c <= 4 else 70.0 * c
+            specs.append(
+                Spec(
+                    "sglang-dflash",
+                    "sglang",
+                    "DFLASH",
+                    jitter(s_agg / c),
+                    jitter(ttft),
+                    concurrency=c,
+                    aggregate=jitter(s_agg),
+                )
+            )
+    for s in specs:
+        s.simulated = simulated
+    return specs
+
+
+def lock_for(specs: list[Spec]) -> dict[str, Any]:
+    names: dict[str, dict[str, Any]] = {}
+    for s in specs:
+        c = names.setdefault(
+            s.config, {"name": s.config, "engine": s.engine, "method": s.method, "concurrency": []}
+        )
+        c["concurrency"] = sorted({*c["concurrency"], s.concurrency})
+        if s.config == "sglang-dflash":
+            c["server_flags"] = ["--max-running-requests", "5"]
+    return {"title": "Synthetic matrix", "configurations": list(names.values())}
+
+
+def experiment_lock() -> dict[str, Any]:
+    """The lock the matrix writes for the seed experiment (H3's model, unchanged)."""
+    from bench.experiment import load_experiment
+
+    exp = load_experiment("bench/experiments/qwen38-27b-gptq-2x3090.yaml")
+    return {"schema": "specbench.lock/1", "simulated": True, "experiment": exp.lock_dict()}
+
+
+def write_artifacts(
+    root: Path,
+    specs: list[Spec],
+    logs: dict[str, str] | None = None,
+    lock: dict[str, Any] | None = None,
+    stems: dict[int, str] | None = None,
+) -> Path:
+    """An artifacts folder as the matrix writes it (payloads, logs, lock, hardware, sums)."""
+    (root / "payloads").mkdir(parents=True, exist_ok=True)
+    (root / "logs").mkdir(exist_ok=True)
+    for i, s in enumerate(specs):
+        stem = (stems or {}).get(i, f"{s.config}-c{s.concurrency}")
+        write_payload(root / "payloads" / f"{stem}.json", payload(s))
+    for name, text in (logs or {}).items():
+        (root / "logs" / f"{name}.log").write_text(text, encoding="utf-8")
+    (root / "experiment.lock.json").write_text(json.dumps(lock or lock_for(specs)))
+    (root / "hardware.json").write_text(HARDWARE.model_dump_json())
+    (root / "provenance.json").write_text(json.dumps({"git": {"sha": "abc123"}}))
+    lines = [
+        f"{sha256_file(f)}  {f.relative_to(root).as_posix()}"
+        for f in sorted(root.rglob("*"))
+        if f.is_file() and f.name != "SHA256SUMS"
+    ]
+    (root / "SHA256SUMS").write_text("\n".join(lines) + "\n")
+    return root
