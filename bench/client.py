@@ -39,6 +39,7 @@ from bench.payload import RequestRecord
 EMULATOR_HEADER = "x-specbench-emulator"
 _MAX_HEADER_BYTES = 64 * 1024
 _MAX_PLAIN_BODY = 16 * 1024 * 1024
+_json_decode = json.JSONDecoder().decode
 
 
 @dataclass
@@ -75,7 +76,7 @@ class _Protocol(asyncio.Protocol):
         self._in_body = False
         self._chunked = False
         self._remaining: int | None = None  # Content-Length left, None = until close
-        self._cbuf = bytearray()  # undecoded chunked framing
+        self._rest = b""  # undecoded chunked framing
         self._sbuf = bytearray()  # decoded body not yet split into SSE events
         self._plain = bytearray()
 
@@ -149,31 +150,42 @@ class _Protocol(asyncio.Protocol):
             self._finish()
 
     def _feed_chunked(self, data: bytes, now: float) -> None:
-        buf = self._cbuf
-        buf += data
-        pos = 0
-        n = len(buf)
+        if self._rest:
+            data = self._rest + data
+            self._rest = b""
+        events = self.raw.events
+        # Fast path: a chunk holding exactly one whole SSE event (how both engines write).
+        fast = self.sse and not self._sbuf
+        pos, n = 0, len(data)
         while True:
-            eol = buf.find(b"\r\n", pos)
+            eol = data.find(b"\r\n", pos)
             if eol < 0:
                 break
-            size_field = bytes(buf[pos:eol]).split(b";", 1)[0].strip()
             try:
-                size = int(size_field, 16)
+                size = int(data[pos:eol].split(b";", 1)[0], 16)
             except ValueError:
-                raise _HttpError(f"bad chunk size {size_field[:20]!r}") from None
+                raise _HttpError(f"bad chunk size {data[pos:eol][:20]!r}") from None
             if size == 0:
                 # Trailers are not used by the engines; the terminating chunk ends the body.
-                del buf[:]
                 self._finish()
                 return
             start = eol + 2
-            if n < start + size + 2:
+            end = start + size
+            if n < end + 2:
                 break
-            self._body(bytes(buf[start : start + size]), now)
-            pos = start + size + 2
-        if pos:
-            del buf[:pos]
+            if (
+                fast
+                and data.startswith(b"data:", start)
+                and data.startswith(b"\n\n", end - 2)
+                and data.find(b"\n", start, end - 2) < 0
+            ):
+                events.append((now, data[start + 5 : end - 2].strip()))
+            else:
+                self._body(data[start:end], now)
+                fast = self.sse and not self._sbuf
+            pos = end + 2
+        if pos < n:
+            self._rest = data[pos:]
 
     def _body(self, data: bytes, now: float) -> None:
         if not data:
@@ -359,7 +371,7 @@ def interpret_chat_stream(
             done_seen = True
             continue
         try:
-            obj = json.loads(data)
+            obj = _json_decode(data.decode())
         except ValueError:
             rec.error = (
                 f"malformed SSE event #{k}: {_one_line(data.decode('utf-8', 'replace'), 80)}"
