@@ -39,6 +39,8 @@ DATASHEET_BANDWIDTH_GBS: Final[dict[str, float]] = {
     "H100 80GB HBM3": 3350.0,  # H100 SXM5
 }
 
+ANSI_RE: Final = re.compile(r"\x1b\[[0-9;]*m")  # nvidia-smi topo -m underlines its header
+
 Runner = Callable[[Sequence[str]], str | None]
 
 
@@ -364,13 +366,14 @@ def parse_nvidia_smi(csv_text: str, header_text: str | None, topo_text: str | No
         driverVersion=driver,
         cudaDriverVersion=cuda.group(1) if cuda else None,
         gpus=gpus,
-        topology=topo_text.strip() if topo_text else None,
+        topology=ANSI_RE.sub("", topo_text).strip() if topo_text else None,
         host=capture_host(),
     )
 
 
-def record_nvidia_smi(run: Runner = run_command) -> NvmlDump | None:
+def record_nvidia_smi(run: Runner | None = None) -> NvmlDump | None:
     """The fallback when NVML cannot be loaded; None when nvidia-smi is absent or fails."""
+    run = run or run_command
     csv_text = run(["nvidia-smi", f"--query-gpu={SMI_FIELDS}", "--format=csv,noheader,nounits"])
     if not csv_text or not csv_text.strip():
         return None
@@ -390,7 +393,8 @@ def lmx_gpu_name(nvml_name: str) -> str:
 
 
 def _gb(n_bytes: int | None) -> float:
-    return round(n_bytes / 1e9, 1) if n_bytes else 0.0
+    """lmx's "GB" is the marketing GiB (a 3090 is "24"): bytes / 2^30."""
+    return round(n_bytes / 2**30, 1) if n_bytes else 0.0
 
 
 def _w(mw: int | None) -> float | None:
@@ -495,7 +499,7 @@ def cpu_only(host: HostDump | None = None, reason: str | None = None) -> Hardwar
 # ---------------------------------------------------------------- entry points
 
 
-def record(run: Runner = run_command) -> tuple[NvmlDump | None, str]:
+def record(run: Runner | None = None) -> tuple[NvmlDump | None, str]:
     """NVML first, nvidia-smi second. Returns the dump (None if neither answered) and why."""
     why = ""
     try:
@@ -508,7 +512,7 @@ def record(run: Runner = run_command) -> tuple[NvmlDump | None, str]:
     return None, why + ("; nvidia-smi: not found or no GPU listed" if why else "")
 
 
-def capture(allow_no_gpu: bool = False, run: Runner = run_command) -> Hardware:
+def capture(allow_no_gpu: bool = False, run: Runner | None = None) -> Hardware:
     """Capture this machine. Without an NVIDIA GPU: InputError (exit 2), or with
     ``allow_no_gpu`` a CPU_ONLY record."""
     dump, why = record(run)
