@@ -32,9 +32,10 @@ LogFn = Callable[[str], None]
 
 
 class Sink(Protocol):
-    """Where a streamed request's bytes go (an aiohttp StreamResponse in the server)."""
+    """Where a streamed request's bytes go; ``write`` hands them to the socket at once
+    (no await), raising ConnectionError when the peer is gone."""
 
-    async def write(self, data: bytes) -> None: ...
+    def write(self, data: bytes) -> None: ...
 
 
 class _Aborter(Protocol):
@@ -391,7 +392,7 @@ class EmulatedEngine:
             if r.stream and r.sink is not None:
                 data = b"".join(b for _, _, b in events)
                 try:
-                    await r.sink.write(data)
+                    r.sink.write(data)
                 except (ConnectionError, RuntimeError):
                     self.drop(r, "client_gone")
                     continue

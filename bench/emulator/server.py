@@ -392,12 +392,14 @@ class EmulatorServer:
         resp = web.StreamResponse(
             status=200, headers={"Content-Type": "text/event-stream; charset=utf-8"}
         )
+        resp.enable_chunked_encoding()
         await resp.prepare(request)
-        req.sink = resp
         transport = request.transport
-        if transport is not None:
-            req.abort = transport.abort
-            self._live.add(transport)
+        if not isinstance(transport, asyncio.Transport):
+            return resp
+        req.sink = _ChunkedSink(transport)
+        req.abort = transport.abort
+        self._live.add(transport)
         engine.submit(req)
         try:
             await req.done.wait()
@@ -405,8 +407,7 @@ class EmulatorServer:
             engine.drop(req, "client_gone")
             raise
         finally:
-            if transport is not None:
-                self._live.discard(transport)
+            self._live.discard(transport)
         if req.outcome == "ok":
             await resp.write_eof()
         return resp
@@ -434,6 +435,20 @@ class EmulatorServer:
         if p.has(FailMode.MISSING_USAGE):
             body.pop("usage", None)
         return web.json_response(body)
+
+
+class _ChunkedSink:
+    """Writes HTTP/1.1 chunks straight to the transport: the engine loop writes every
+    stream of a step back to back without awaiting, which keeps writes on schedule.
+    aiohttp's own writer only sends the final zero-length chunk (write_eof)."""
+
+    def __init__(self, transport: asyncio.Transport) -> None:
+        self._transport = transport
+
+    def write(self, data: bytes) -> None:
+        if self._transport.is_closing():
+            raise ConnectionResetError("client went away")
+        self._transport.write(b"%x\r\n%b\r\n" % (len(data), data))
 
 
 async def _mark_emulator(request: web.Request, response: web.StreamResponse) -> None:
