@@ -63,7 +63,7 @@ def build_emulator_image(
     return its tag. The base image must exist locally (docker/base/build.sh)."""
     import docker
 
-    client = client or docker.DockerClient.from_env()
+    client = client or docker.from_env()  # type: ignore[attr-defined]
     with tempfile.TemporaryDirectory(prefix="specbench-emulator-") as tmp:
         ctx = prepare_context(Path(tmp))
         client.images.build(
