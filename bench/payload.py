@@ -18,6 +18,7 @@ from bench.errors import describe_validation_error
 from bench.hardware_schema import Hardware
 from bench.models import MutableModel, StrictModel
 from bench.stats import Summary
+from bench.telemetry import TelemetrySummary
 
 SCHEMA_VERSION: Final = "specbench.payload/1"
 
@@ -218,7 +219,9 @@ class Evidence(StrictModel):
         default_factory=dict, description="engine-specific raw figures, kept verbatim"
     )
     validity: Validity
-    telemetry: dict[str, Any] | None = None
+    telemetry: TelemetrySummary | dict[str, Any] | None = Field(
+        default=None, description="GPU telemetry of the measured windows (bench.telemetry)"
+    )
     warnings: list[str] = Field(default_factory=list)
 
 
