@@ -1,0 +1,85 @@
+"""Download one pinned Hugging Face snapshot into a host folder and verify it, idempotently.
+
+Runs on the host with the bundle's virtual environment (huggingface_hub is a dependency). The
+token, if any, comes from the file HF_TOKEN_PATH names (huggingface_hub reads it), never argv.
+Prints one JSON line: {"changed", "revision", "files", "verified"}; exit 1 with a reason on error.
+
+Verification is offline: every file huggingface_hub recorded for the snapshot must exist, carry
+the pinned commit, and (for LFS files, whose etag is their sha256) hash to that etag.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import sys
+from pathlib import Path
+
+MARKER = ".specbench-revision"
+
+
+def sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with path.open("rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def verify(dest: Path, revision: str) -> tuple[int, list[str]]:
+    """Check the files huggingface_hub recorded under dest/.cache/huggingface/download."""
+    meta_root = dest / ".cache" / "huggingface" / "download"
+    problems: list[str] = []
+    metas = sorted(meta_root.rglob("*.metadata")) if meta_root.is_dir() else []
+    if not metas:
+        return 0, [f"{dest}: no download metadata; not a huggingface_hub snapshot"]
+    for meta in metas:
+        rel = meta.relative_to(meta_root).as_posix()[: -len(".metadata")]
+        lines = meta.read_text().splitlines()
+        commit, etag = (lines + ["", ""])[:2]
+        target = dest / rel
+        if not target.is_file():
+            problems.append(f"{rel}: missing")
+        elif commit != revision:
+            problems.append(f"{rel}: from commit {commit}, pinned {revision}")
+        elif len(etag) == 64 and sha256(target) != etag:
+            problems.append(f"{rel}: sha256 differs from the hub's {etag}")
+    if not (dest / "config.json").is_file():
+        problems.append("config.json: missing")
+    return len(metas), problems
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--repo-id", required=True)
+    ap.add_argument("--revision", required=True)
+    ap.add_argument("--dest", required=True, type=Path)
+    ap.add_argument("--check", action="store_true", help="report what would happen, change nothing")
+    args = ap.parse_args()
+    dest: Path = args.dest
+    marker = dest / MARKER
+    have = marker.read_text().strip() if marker.is_file() else ""
+    if have == args.revision:
+        files, problems = verify(dest, args.revision)
+        if not problems:
+            print(json.dumps({"changed": False, "revision": have, "files": files, "verified": True}))
+            return
+    if args.check:
+        print(json.dumps({"changed": True, "revision": args.revision, "files": 0, "verified": False}))
+        return
+    from huggingface_hub import snapshot_download
+
+    try:
+        snapshot_download(repo_id=args.repo_id, revision=args.revision, local_dir=dest)
+    except Exception as err:  # the hub's errors are many; the message is what a person needs
+        sys.exit(f"download of {args.repo_id}@{args.revision} failed: {type(err).__name__}: {err}")
+    files, problems = verify(dest, args.revision)
+    if problems:
+        sys.exit(f"{args.repo_id}@{args.revision}: verification failed: " + "; ".join(problems[:5]))
+    marker.write_text(args.revision + "\n")
+    print(json.dumps({"changed": True, "revision": args.revision, "files": files, "verified": True}))
+
+
+if __name__ == "__main__":
+    main()
