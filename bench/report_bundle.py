@@ -28,9 +28,10 @@ def linked_files(markdown: str) -> list[str]:
     for tok in MarkdownIt("commonmark").enable("table").parse(markdown):
         for child in tok.children or []:
             target = child.attrGet("src") if child.type == "image" else child.attrGet("href")
-            if child.type in ("image", "link_open") and isinstance(target, str):
-                if "://" not in target and not target.startswith(("#", "mailto:")):
-                    out.append(target)
+            if child.type not in ("image", "link_open") or not isinstance(target, str):
+                continue
+            if "://" not in target and not target.startswith(("#", "mailto:")):
+                out.append(target)
     return out
 
 
@@ -70,7 +71,8 @@ def publish(artifacts_dir: Path, out_dir: Path, tarball: bool = False) -> Path:
         n = sum(1 for r in rs.runs if r.simulated)
         raise InputError(
             str(artifacts_dir),
-            f"refusing to publish: {n} payload(s) are SIMULATED (emulator output, not a measurement)",
+            f"refusing to publish: {n} payload(s) are SIMULATED (emulator output, "
+            "not a measurement)",
         )
     if not any(r.valid for r in rs.runs):
         raise InputError(str(artifacts_dir), "refusing to publish: no payload is valid")

@@ -334,9 +334,9 @@ def sweeps(rs: RunSet) -> list[ConcurrencySweep]:
         cap = (fact.admission_cap if fact else None) or _cap_from_flags(info)
         queued = [c for c in levels if cap is not None and c > cap]
         growth = None
-        if peak is not None and peak.ttft is not None and known[-1].ttft is not None:
-            if known[-1].concurrency > peak.concurrency:
-                growth = (peak.ttft, known[-1].ttft)
+        last = known[-1] if known else None
+        if peak and last and peak.ttft is not None and last.ttft is not None:
+            growth = (peak.ttft, last.ttft) if last.concurrency > peak.concurrency else None
         first = runs[0]
         out.append(
             ConcurrencySweep(

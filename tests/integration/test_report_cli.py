@@ -1,0 +1,58 @@
+"""specbench report / publish / verify-bundle through the CLI on synthetic artifacts."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+from report_factory import seed_matrix, write_artifacts
+
+from bench.payload import ValidityReason
+
+
+def cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "bench", *args], capture_output=True, text=True, timeout=120
+    )
+
+
+def test_report_command_writes_report(tmp_path: Path) -> None:
+    art = write_artifacts(tmp_path / "art", seed_matrix(sweep=False))
+    res = cli(
+        "report", str(art), "--out", str(tmp_path / "out"), "--reference", "reports/reference"
+    )
+    assert res.returncode == 0, res.stderr
+    text = (tmp_path / "out" / "REPORT.md").read_text()
+    assert "## Side by side with the published reference" in text
+    assert "| vllm-dflash | 109.36 | 109.36 | 0.00% |" in text
+
+
+def test_publish_refuses_simulated_and_invalid_only(tmp_path: Path) -> None:
+    sim = write_artifacts(tmp_path / "sim", seed_matrix(sweep=False))
+    res = cli("publish", str(sim), "--out", str(tmp_path / "b1"))
+    assert res.returncode == 2 and "SIMULATED" in res.stderr
+    specs = seed_matrix(simulated=False, sweep=False)[:1]
+    specs[0].reasons = [ValidityReason(code="zero-acceptance", message="no acceptance")]
+    bad = write_artifacts(tmp_path / "bad", specs)
+    res = cli("publish", str(bad), "--out", str(tmp_path / "b2"))
+    assert res.returncode == 2 and "no payload is valid" in res.stderr
+    assert not (tmp_path / "b1").exists() and not (tmp_path / "b2").exists()
+
+
+def test_publish_and_verify_bundle(tmp_path: Path) -> None:
+    art = write_artifacts(tmp_path / "art", seed_matrix(simulated=False, sweep=False))
+    bundle = tmp_path / "bundle"
+    res = cli("publish", str(art), "--out", str(bundle), "--tarball")
+    assert res.returncode == 0, res.stderr
+    assert (bundle / "REPORT.md").is_file() and (bundle / "artifacts" / "SHA256SUMS").is_file()
+    assert cli("verify-bundle", str(bundle)).returncode == 0
+    tar = tmp_path / "bundle.tar.gz"
+    ok = cli("verify-bundle", str(tar))
+    assert ok.returncode == 0, ok.stdout
+    (bundle / "decode.png").write_bytes(b"tampered")
+    (bundle / "extra.txt").write_text("x")
+    res = cli("verify-bundle", str(bundle))
+    assert res.returncode == 1
+    assert "decode.png: SHA256 mismatch" in res.stdout
+    assert "extra.txt: present but not listed" in res.stdout
