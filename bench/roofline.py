@@ -86,9 +86,9 @@ def ceiling(
         concurrency=concurrency,
         tokensPerStep=tokens_per_step,
         bytesPerStepPerRank=per_rank,
-        stepsPerSecond=round(steps, 3),
-        ceilingTokS=round(steps * tokens_per_step, 3),
-        aggregateCeilingTokS=round(steps * tokens_per_step * concurrency, 3),
+        stepsPerSecond=steps,
+        ceilingTokS=steps * tokens_per_step,
+        aggregateCeilingTokS=steps * tokens_per_step * concurrency,
     )
 
 
@@ -99,7 +99,7 @@ def efficiency(measured_tok_s: float, roof: Roofline, *, aggregate: bool = False
     return Efficiency(
         measuredTokS=measured_tok_s,
         ceilingTokS=top,
-        fraction=round(frac, 4),
+        fraction=frac,
         aboveCeiling=frac > ABOVE_CEILING_FACTOR,
     )
 
