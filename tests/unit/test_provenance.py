@@ -6,8 +6,6 @@ import json
 from collections.abc import Sequence
 from pathlib import Path
 
-import pytest
-
 from bench import hardware, provenance
 from bench.atomic import sha256_file
 from bench.provenance import ImageRef, Provenance
