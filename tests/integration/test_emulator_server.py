@@ -1,0 +1,208 @@
+"""The emulator over real HTTP on 127.0.0.1: endpoints, SSE shapes, truth, metrics, logs."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import httpx
+import pytest
+
+from bench.emulator import EmulatorHandle, serve_in_thread
+from bench.emulator.tokens import words_for
+
+SCALE = 0.002  # a 512-token request takes a few ms of emulated time
+MODEL = "qwen38-27b-gptq"
+
+
+def body(max_tokens: int = 40, prompt: int = 60, **extra: Any) -> dict[str, Any]:
+    return {
+        "model": MODEL,
+        "messages": [{"role": "user", "content": "word " * words_for(prompt)}],
+        "max_tokens": max_tokens,
+        "stream": True,
+        "ignore_eos": True,
+        "stream_options": {"include_usage": True},
+        **extra,
+    }
+
+
+def stream(base: str, payload: dict[str, Any]) -> list[dict[str, Any] | str]:
+    """Every SSE data payload, parsed ("[DONE]" kept as a string)."""
+    events: list[dict[str, Any] | str] = []
+    with httpx.stream("POST", f"{base}/v1/chat/completions", json=payload, timeout=30) as r:
+        assert r.status_code == 200
+        assert r.headers["x-specbench-emulator"] == "1"
+        for line in r.iter_lines():
+            if line.startswith("data: "):
+                data = line[6:]
+                events.append(data if data == "[DONE]" else json.loads(data))
+    return events
+
+
+def metric(text: str, name: str) -> float:
+    total = 0.0
+    for line in text.splitlines():
+        if line.startswith(name + "{") or line.startswith(name + " "):
+            total += float(line.rsplit(" ", 1)[1])
+    return total
+
+
+@pytest.fixture(params=["vllm", "sglang"])
+def emu(request: pytest.FixtureRequest) -> Iterator[EmulatorHandle]:
+    with serve_in_thread(request.param, time_scale=SCALE, seed=1) as h:
+        assert h.wait_ready(10)
+        yield h
+
+
+def test_models_and_health_say_simulated(emu: EmulatorHandle) -> None:
+    r = httpx.get(f"{emu.base_url}/health")
+    assert r.status_code == 200 and r.headers["x-specbench-emulator"] == "1"
+    models = httpx.get(f"{emu.base_url}/v1/models").json()
+    assert models["data"][0]["id"] == MODEL
+    assert models["emulator"]["simulated"] is True
+    assert models["emulator"]["tokenizer"]["per_message"] == 4
+    assert emu.log_lines[0].startswith("SIMULATED")
+
+
+def test_stream_shape_usage_and_truth(emu: EmulatorHandle) -> None:
+    events = stream(emu.base_url, body(max_tokens=50, prompt=100))
+    assert events[-1] == "[DONE]"
+    chunks = [e for e in events if isinstance(e, dict)]
+    first = chunks[0]["choices"][0]["delta"]
+    assert first["role"] == "assistant" and first["content"] == ""
+    usage = chunks[-1]
+    assert usage["choices"] == [] and usage["usage"]["completion_tokens"] == 50
+    assert usage["usage"]["prompt_tokens"] == 100
+    text = "".join(c["choices"][0]["delta"].get("content") or "" for c in chunks if c["choices"])
+    assert len(text.split()) == 50
+    reasons = [c["choices"][0]["finish_reason"] for c in chunks if c["choices"]]
+    assert reasons[-1] == "length" and all(r is None for r in reasons[:-1])
+    truth = emu.truth(chunks[0]["id"])
+    assert truth is not None and truth["simulated"] is True
+    assert sum(c["tokens"] for c in truth["chunks"]) == 50
+    token_chunks = [c for c in truth["chunks"] if c["tokens"]]
+    received = [c for c in chunks if c["choices"] and c["choices"][0]["delta"].get("content")]
+    assert len(token_chunks) == len(received)
+    assert all(c["t"] >= c["scheduled"] for c in truth["chunks"])
+    assert emu.truth("nope") is None
+
+
+def test_metrics_deltas_match_truth(emu: EmulatorHandle) -> None:
+    base = emu.base_url
+    before = httpx.get(f"{base}/metrics").text
+    ids = []
+    for _ in range(3):
+        events = stream(base, body(max_tokens=64))
+        ids.append(events[0]["id"])  # type: ignore[index]
+    after = httpx.get(f"{base}/metrics").text
+    truths = [emu.truth(i) for i in ids]
+    drafts = sum(t["drafts"] for t in truths if t)
+    accepted = sum(t["accepted_tokens"] for t in truths if t)
+    assert drafts > 0 and accepted > 0
+    if emu.profile.engine == "vllm":
+        d = metric(after, "vllm:spec_decode_num_drafts_total") - metric(
+            before, "vllm:spec_decode_num_drafts_total"
+        )
+        a = metric(after, "vllm:spec_decode_num_accepted_tokens_total") - metric(
+            before, "vllm:spec_decode_num_accepted_tokens_total"
+        )
+        assert (d, a) == (drafts, accepted)
+    else:
+        v = metric(after, "sglang:spec_verify_calls_total") - metric(
+            before, "sglang:spec_verify_calls_total"
+        )
+        g = metric(after, "sglang:generation_tokens_total") - metric(
+            before, "sglang:generation_tokens_total"
+        )
+        assert v == drafts and g == 3 * 64
+        assert (
+            metric(after, "sglang:num_requests_total") - metric(before, "sglang:num_requests_total")
+            == 3
+        )
+
+
+def test_non_streamed(emu: EmulatorHandle) -> None:
+    r = httpx.post(f"{emu.base_url}/v1/chat/completions", json=body(stream=False), timeout=30)
+    data = r.json()
+    assert r.headers["x-specbench-emulator"] == "1"
+    assert data["object"] == "chat.completion"
+    assert data["usage"]["completion_tokens"] == 40
+    assert len(data["choices"][0]["message"]["content"].split()) == 40
+
+
+def test_engine_specific_endings(emu: EmulatorHandle) -> None:
+    events = stream(emu.base_url, body(max_tokens=8))
+    chunks = [e for e in events if isinstance(e, dict) and e["choices"]]
+    last = chunks[-1]["choices"][0]
+    if emu.profile.engine == "vllm":
+        assert last["delta"]["content"] and last["finish_reason"] == "length"
+        assert last["stop_reason"] is None
+    else:  # SGLang sends the finish reason in its own chunk, without content
+        assert last["delta"] == {"reasoning_content": None} and last["finish_reason"] == "length"
+    no_usage = stream(emu.base_url, {**body(max_tokens=8), "stream_options": None})
+    assert all(isinstance(e, str) or e.get("usage") is None for e in no_usage)
+
+
+def test_periodic_acceptance_log_lines() -> None:
+    with serve_in_thread("vllm", time_scale=SCALE, seed=2) as h:
+        assert h.wait_ready(10)
+        stream(h.base_url, body(max_tokens=400))
+        time.sleep(10.0 * SCALE * 3)
+        assert any("SpecDecoding metrics: Mean acceptance length: " in x for x in h.log_lines)
+        assert any("Avg generation throughput" in x for x in h.log_lines)
+    with serve_in_thread("sglang", time_scale=SCALE, seed=2) as h:
+        assert h.wait_ready(10)
+        stream(h.base_url, body(max_tokens=400))
+        lines = [x for x in h.log_lines if "Decode batch" in x]
+        assert lines and all("accept len: " in x and " TP0] " in x for x in lines)
+        assert any("The server is fired up and ready to roll!" in x for x in h.log_lines)
+
+
+def test_sglang_admission_cap_queues() -> None:
+    with serve_in_thread("sglang", "sglang-dflash", time_scale=0.01, seed=4) as h:
+        assert h.wait_ready(10)
+        with ThreadPoolExecutor(8) as pool:
+            results = list(pool.map(lambda _: stream(h.base_url, body(max_tokens=64)), range(8)))
+        truths = [h.truth(r[0]["id"]) for r in results]  # type: ignore[index]
+        spans = sorted((t["admitted"], t["chunks"][-1]["t"]) for t in truths if t)
+        for i, (start, _) in enumerate(spans):
+            running = sum(1 for s, e in spans[:i] if e > start)
+            assert running < 4 + 1
+        waits = [t["admitted"] - t["arrival"] for t in truths if t]
+        assert max(waits) > 0.05  # the last four waited for a free slot
+
+
+def test_vllm_loading_refuses_and_sglang_warmup_503() -> None:
+    h = serve_in_thread("vllm", time_scale=0.02)  # 1.9 s of emulated loading
+    try:
+        with pytest.raises(httpx.ConnectError):
+            httpx.get(f"{h.base_url}/health", timeout=2)
+        assert h.wait_ready(10)
+        assert httpx.get(f"{h.base_url}/health").status_code == 200
+    finally:
+        h.stop()
+    h = serve_in_thread("sglang", time_scale=0.02)  # load 1.6 s, warmup 0.12 s
+    try:
+        deadline = time.monotonic() + 10
+        seen: set[int] = set()
+        while time.monotonic() < deadline and 200 not in seen:
+            try:
+                seen.add(httpx.get(f"{h.base_url}/health", timeout=2).status_code)
+            except httpx.ConnectError:
+                seen.add(0)
+            time.sleep(0.02)
+        assert {0, 503, 200} <= seen
+    finally:
+        h.stop()
+
+
+def test_vllm_rejects_unknown_model() -> None:
+    with serve_in_thread("vllm", time_scale=SCALE) as h:
+        assert h.wait_ready(10)
+        r = httpx.post(f"{h.base_url}/v1/chat/completions", json=body(model="other"))
+        assert r.status_code == 404
+        assert r.json()["error"]["type"] == "NotFoundError"
