@@ -17,6 +17,7 @@ before the contract tier so that one job downloads the two wheels once).
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -37,6 +38,7 @@ from bench.models import StrictModel
 CACHE_ENV = "SPECBENCH_UPSTREAM_CACHE"
 REPO_ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_EXPERIMENT = REPO_ROOT / "bench" / "experiments" / "qwen38-27b-gptq-2x3090.yaml"
+PATCH_DIR = REPO_ROOT / "docker" / "sglang" / "patches"
 COMPLETE_MARKER = ".specbench-complete"
 
 # Engine name in the experiment -> its PyPI distribution.
@@ -247,12 +249,64 @@ def ensure_sources(
     return {p.engine: ensure_source(p, cache) for p in pinned_packages(experiment_path)}
 
 
+def patches_sha256(patch_dir: Path = PATCH_DIR) -> str:
+    """sha256 of the sorted patches concatenated (the Dockerfile computes the same)."""
+    digest = hashlib.sha256()
+    for patch in sorted(patch_dir.glob("*.patch")):
+        digest.update(patch.read_bytes())
+    return digest.hexdigest()
+
+
+def build_args(engine: str, experiment_path: Path | None = None) -> dict[str, str]:
+    """docker build args for docker/<engine>/Dockerfile from the experiment's image pins.
+
+    An 'unresolved' digest becomes an empty BASE_DIGEST (the build then uses the tag alone);
+    a resolved patch_sha256 that differs from the patches on disk is an InputError."""
+    from bench.experiment import UNRESOLVED, load_experiment
+
+    exp = load_experiment(experiment_path or DEFAULT_EXPERIMENT)
+    image = exp.images.get(engine)
+    if image is None:
+        raise InputError(f"images.{engine}", "not in the experiment")
+
+    def digest(value: str) -> str:
+        return "" if value == UNRESOLVED else value
+
+    version_arg = f"{engine.upper()}_VERSION"
+    if image.build is None:
+        return {
+            "BASE_IMAGE": image.image,
+            "BASE_DIGEST": digest(image.digest),
+            version_arg: image.version,
+        }
+    actual = patches_sha256()
+    pinned = image.build.patch_sha256
+    if pinned != UNRESOLVED and pinned != actual:
+        raise InputError(
+            f"images.{engine}.build.patch_sha256",
+            f"{pinned} does not match docker/{engine}/patches ({actual})",
+        )
+    return {
+        "BASE_IMAGE": image.build.base_image,
+        "BASE_DIGEST": digest(image.build.base_digest),
+        version_arg: image.version,
+        "PATCH_SHA256": actual,
+    }
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Fill the cache for the experiment (default: the shipped one) and print the source roots."""
+    """``python -m bench.upstream [EXPERIMENT]``: fill the cache and print the source roots.
+    ``python -m bench.upstream build-args ENGINE [EXPERIMENT]``: print ``--build-arg K=V``."""
     args = sys.argv[1:] if argv is None else argv
-    experiment = Path(args[0]) if args else None
     try:
-        sources = ensure_sources(experiment)
+        if args[:1] == ["build-args"]:
+            if len(args) < 2:
+                raise InputError("build-args", "name the engine (vllm or sglang)")
+            exp = Path(args[2]) if len(args) > 2 else None
+            pairs = build_args(args[1], exp)
+            print(" ".join(f"--build-arg {k}={v}" for k, v in pairs.items()))
+            return 0
+        sources = ensure_sources(Path(args[0]) if args else None)
     except (InputError, RunError) as err:
         print(f"error: {err}", file=sys.stderr)
         return err.exit_code
