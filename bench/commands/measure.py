@@ -52,7 +52,7 @@ class _Bar:
 
     def iteration_started(self, index: int, total: int, warmup: bool) -> None:
         what = "warmup" if warmup else "measure"
-        self.progress.update(self.task, description=f"{what} {index + 1}/{total}")
+        self.progress.update(self.task, description=f"{what} {index + 1}/{total}", refresh=True)
 
     def iteration_finished(self, record: IterationRecord) -> None:
         rate = record.per_stream_mean_tok_s
@@ -61,6 +61,7 @@ class _Bar:
             f"  iteration {record.index + 1}{' (warmup)' if record.warmup else ''}: {note}"
         )
         self.progress.advance(self.task)
+        self.progress.refresh()
 
 
 def run(
@@ -174,8 +175,14 @@ def run(
         split_base_url(base_url)
     except ValueError as err:
         raise InputError("--base-url", str(err)) from None
+    # No auto-refresh: a render thread would compete for the GIL while streams are timed; the
+    # bar is redrawn only between iterations.
     with Progress(
-        TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), transient=True
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        transient=True,
+        auto_refresh=False,
     ) as progress:
         payload = measure(spec, _Bar(progress, warmup + iterations))
     write_payload(out, payload)
