@@ -1,0 +1,60 @@
+"""bench.workload: exact-length prompts with a unique nonce, sized by tokenizer or by the server."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from pathlib import Path
+
+import pytest
+
+from bench.errors import InputError
+from bench.workload import PromptFactory, load_tokenizer, prompt_sha256
+
+OVERHEAD = 9
+
+
+def words(text: str) -> int:
+    return len(re.findall(r"\w+|[^\w\s]", text))
+
+
+async def server(text: str) -> int:
+    return words(text) + OVERHEAD
+
+
+@pytest.mark.parametrize("target", [40, 1044])
+def test_server_calibrated_prompts_are_exact_and_unique(target: int) -> None:
+    f = PromptFactory(target, counter=None)
+    asyncio.run(f.calibrate(server))
+    prompts = [f.build() for _ in range(20)]
+    assert all(words(p) + OVERHEAD == target for p in prompts)
+    assert len(set(prompts)) == 20
+    assert len({prompt_sha256(p) for p in prompts}) == 1  # the hash ignores the nonce
+
+
+def test_tokenizer_sized_prompts(tmp_path: Path) -> None:
+    from tokenizers import Tokenizer, models, pre_tokenizers
+
+    tok = Tokenizer(models.WordLevel(vocab={"[UNK]": 0}, unk_token="[UNK]"))
+    tok.pre_tokenizer = pre_tokenizers.Whitespace()
+    tok.save(str(tmp_path / "tokenizer.json"))
+    f = PromptFactory(300, load_tokenizer(tmp_path))
+    asyncio.run(f.calibrate(server))
+    assert f.overhead == OVERHEAD
+    assert all(words(f.build()) + OVERHEAD == 300 for _ in range(5))
+
+
+def test_impossible_sizes_are_input_errors(tmp_path: Path) -> None:
+    with pytest.raises(InputError, match="--prompt-tokens"):
+        asyncio.run(PromptFactory(5, None).calibrate(server))
+
+    async def lumpy(text: str) -> int:  # every word counts 3: 1045 is unreachable
+        return 3 * words(text) + OVERHEAD
+
+    with pytest.raises(InputError, match="cannot reach exactly"):
+        asyncio.run(PromptFactory(1045, None).calibrate(lumpy))
+    f = PromptFactory(1045, None)
+    asyncio.run(f.calibrate(lumpy, allow_mismatch=True))
+    assert f.words is not None
+    with pytest.raises(InputError, match="--tokenizer"):
+        load_tokenizer(tmp_path / "nope")
