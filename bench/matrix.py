@@ -224,10 +224,13 @@ def _sigterm_as_interrupt() -> Iterator[None]:
         raise KeyboardInterrupt
 
     old = signal.signal(signal.SIGTERM, handler)
+    # A background job starts with SIGINT ignored; Ctrl-C must still stop the run cleanly.
+    old_int = signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         yield
     finally:
         signal.signal(signal.SIGTERM, old)
+        signal.signal(signal.SIGINT, old_int)
 
 
 def _lock(exp: Experiment, opts: MatrixOptions, run_id: str) -> dict[str, Any]:
@@ -386,6 +389,7 @@ def _container_spec(
         cfg,
         host="0.0.0.0" if in_docker else "127.0.0.1",
         port=engine.container_port if in_docker else port,
+        served_model=exp.served_model,
     )
     if opts.time_scale is not None:
         argv += ["--time-scale", repr(opts.time_scale)]

@@ -25,6 +25,7 @@ class LogFinding:
     message: str
     line: str
     source: str
+    key: str = ""  # what the line is about (e.g. the tensor name), for counting distinct ones
 
 
 def scan_log(text: str, patterns: tuple[LogPattern, ...], speculative: bool) -> list[LogFinding]:
@@ -34,8 +35,10 @@ def scan_log(text: str, patterns: tuple[LogPattern, ...], speculative: bool) -> 
         for p in patterns:
             if p.speculative_only and not speculative:
                 continue
-            if p.search(line):
-                out.append(LogFinding(p.code, p.severity, p.message, line.strip(), p.source))
+            m = p.search(line)
+            if m:
+                key = m.group(1) if m.groups() else line.strip()
+                out.append(LogFinding(p.code, p.severity, p.message, line.strip(), p.source, key))
     return out
 
 
@@ -64,10 +67,16 @@ def rule_reasons(
         )
     bad_load = [f for f in findings if f.severity == "invalid"]
     for code in sorted({f.code for f in bad_load}):
-        lines = [f.line for f in bad_load if f.code == code]
-        first = next(f for f in bad_load if f.code == code)
+        hits = [f for f in bad_load if f.code == code]
+        # Each TP rank logs its own copy of a warning: count what the lines are about.
+        keys = list(dict.fromkeys(f.key for f in hits))
         reasons.append(
-            _reason(code, f"{first.message}: {len(lines)} line(s) in the load log", lines)
+            _reason(
+                code,
+                f"{hits[0].message}: {len(keys)} distinct ({', '.join(keys[:8])}), "
+                f"{len(hits)} log line(s)",
+                [f.line for f in hits],
+            )
         )
     want_p = payload.evidence.workload.prompt_tokens
     want_o = payload.evidence.workload.max_tokens

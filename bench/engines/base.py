@@ -148,10 +148,14 @@ class Engine:
         ]
         return problems + self.spec_problems(cfg, experiment)
 
-    def emulator_argv(self, cfg: Configuration, *, host: str, port: int) -> list[str]:
+    def emulator_argv(
+        self, cfg: Configuration, *, host: str, port: int, served_model: str | None = None
+    ) -> list[str]:
         """Argv of the emulator standing in for this configuration."""
         argv = ["python", "-m", "bench.emulator", self.name, "--host", host, "--port", str(port)]
         argv += ["--profile", cfg.emulator.profile]
+        if served_model:
+            argv += ["--served-model", served_model]
         for mode in cfg.emulator.fail:
             argv += ["--fail", mode]
         return argv

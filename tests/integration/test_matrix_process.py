@@ -1,0 +1,135 @@
+"""The matrix on the emulator as local processes: artifacts, validity, kill + --resume."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from bench.artifacts import Artifacts
+from bench.atomic import sha256_file
+from bench.experiment import EXPERIMENTS_DIR, load_experiment
+from bench.matrix import SIMULATED_BANNER, MatrixOptions, run_matrix
+from bench.payload import read_payload
+
+DUMMY_TOKEN = "hf_dummyTOKENvalue0123456789"
+TIME_SCALE = "0.01"
+
+
+def small_experiment(tmp_path: Path, names: dict[str, list[int]]) -> Path:
+    """The seed experiment cut to ``names`` (with their levels) and a small workload."""
+    data: dict[str, Any] = yaml.safe_load(
+        (EXPERIMENTS_DIR / "qwen38-27b-gptq-2x3090.yaml").read_text()
+    )
+    data["configurations"] = [c for c in data["configurations"] if c["name"] in names]
+    for c in data["configurations"]:
+        c["concurrency"] = names[c["name"]]
+    data["workload"].update(prompt_tokens=200, max_tokens=48, warmup=1, iterations=2)
+    path = tmp_path / "small.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    return path
+
+
+def test_matrix_writes_valid_artifacts_and_flags_the_broken_draft(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("HF_TOKEN", DUMMY_TOKEN)
+    exp_path = small_experiment(tmp_path, {"vllm-mtp": [1, 2], "sglang-mtp-stock": [1]})
+    exp = load_experiment(exp_path)
+    out = tmp_path / "out"
+    opts = MatrixOptions(
+        out=out, launcher="process", time_scale=float(TIME_SCALE), show_progress=False
+    )
+    result = run_matrix(exp, opts, experiment_path=exp_path)
+    assert [o.status for o in result.outcomes] == ["done", "done"]
+    arts = Artifacts(out)
+    for p in (arts.lock, arts.hardware, arts.provenance, arts.sums):
+        assert p.exists(), p
+    good = [read_payload(arts.payload("vllm-mtp", k)) for k in (1, 2)]
+    assert all(p.evidence.validity.valid and p.simulated for p in good)
+    bad = read_payload(arts.payload("sglang-mtp-stock", 1))
+    assert not bad.evidence.validity.valid
+    codes = {r.code for r in bad.evidence.validity.reasons}
+    assert {"draft_tensors_skipped", "zero_acceptance"} <= codes
+    skipped = next(r for r in bad.evidence.validity.reasons if r.code == "draft_tensors_skipped")
+    assert "7 distinct" in skipped.message
+    for name in ("vllm-mtp", "sglang-mtp-stock"):
+        assert arts.log(name).read_text().startswith(f"# {SIMULATED_BANNER}")
+    assert arts.check_sums() == []
+    for f in out.rglob("*"):
+        if f.is_file():
+            assert DUMMY_TOKEN not in f.read_text(errors="replace"), f
+
+
+def test_killed_matrix_resumes_without_touching_finished_payloads(tmp_path: Path) -> None:
+    # File order: vllm-mtp, vllm-baseline, sglang-baseline.
+    exp_path = small_experiment(
+        tmp_path, {"vllm-mtp": [1, 2], "vllm-baseline": [1, 2], "sglang-baseline": [1, 2, 4]}
+    )
+    out = tmp_path / "out"
+    arts = Artifacts(out)
+    argv = [sys.executable, "-m", "bench", "matrix", str(exp_path), "--out", str(out)]
+    argv += ["--launcher", "process", "--time-scale", TIME_SCALE, "--no-progress"]
+    console = tmp_path / "matrix.out"
+    with console.open("wb") as fh:
+        proc = subprocess.Popen(argv, stdout=fh, stderr=subprocess.STDOUT)
+    deadline = time.monotonic() + 120
+    first = [arts.payload("vllm-mtp", k) for k in (1, 2)]
+    # The next configuration's log appears when its server starts: the first one is closed.
+    while not (all(p.exists() for p in first) and arts.log("vllm-baseline").exists()):
+        assert proc.poll() is None, console.read_text()
+        assert time.monotonic() < deadline, "first configuration never finished"
+        time.sleep(0.1)
+    proc.send_signal(signal.SIGINT)
+    rc = proc.wait(timeout=60)
+    assert rc != 0
+    assert not arts.payload("sglang-baseline", 4).exists(), "the run was not interrupted"
+    before = {p: sha256_file(p) for p in first}
+    status = json.loads((out / "status.json").read_text())
+    assert status["configurations"]["vllm-mtp"]["status"] == "done"
+
+    exp = load_experiment(exp_path)
+    opts = MatrixOptions(
+        out=out,
+        launcher="process",
+        time_scale=float(TIME_SCALE),
+        resume=True,
+        show_progress=False,
+    )
+    result = run_matrix(exp, opts, experiment_path=exp_path)
+    by_name = {o.name: o.status for o in result.outcomes}
+    assert by_name["vllm-mtp"] == "skipped"
+    assert by_name["sglang-baseline"] == "done"
+    assert {p: sha256_file(p) for p in first} == before
+    for name, levels in (("vllm-baseline", [1, 2]), ("sglang-baseline", [1, 2, 4])):
+        for k in levels:
+            assert read_payload(arts.payload(name, k)).evidence.validity.valid
+    assert arts.check_sums() == []
+
+
+def test_server_that_crashes_at_start_fails_fast_with_its_log(tmp_path: Path) -> None:
+    data = yaml.safe_load(small_experiment(tmp_path, {"vllm-baseline": [1]}).read_text())
+    data["configurations"][0]["emulator"]["fail"] = ["crash_at_start"]
+    path = tmp_path / "crash.yaml"
+    path.write_text(yaml.safe_dump(data))
+    opts = MatrixOptions(
+        out=tmp_path / "o",
+        launcher="process",
+        show_progress=False,
+        time_scale=float(TIME_SCALE),
+        ready_timeout_s=60,
+    )
+    t0 = time.monotonic()
+    result = run_matrix(load_experiment(path), opts)
+    assert time.monotonic() - t0 < 30
+    (outcome,) = result.outcomes
+    assert outcome.status == "failed"
+    assert "exited" in outcome.reasons[0] and "last log lines" in outcome.reasons[0]
+    assert Artifacts(tmp_path / "o").log("vllm-baseline").exists()
