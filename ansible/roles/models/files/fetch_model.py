@@ -37,7 +37,7 @@ def verify(dest: Path, revision: str) -> tuple[int, list[str]]:
     for meta in metas:
         rel = meta.relative_to(meta_root).as_posix()[: -len(".metadata")]
         lines = meta.read_text().splitlines()
-        commit, etag = (lines + ["", ""])[:2]
+        commit, etag = [*lines, "", ""][:2]
         target = dest / rel
         if not target.is_file():
             problems.append(f"{rel}: missing")
@@ -63,10 +63,14 @@ def main() -> None:
     if have == args.revision:
         files, problems = verify(dest, args.revision)
         if not problems:
-            print(json.dumps({"changed": False, "revision": have, "files": files, "verified": True}))
+            print(
+                json.dumps({"changed": False, "revision": have, "files": files, "verified": True})
+            )
             return
     if args.check:
-        print(json.dumps({"changed": True, "revision": args.revision, "files": 0, "verified": False}))
+        print(
+            json.dumps({"changed": True, "revision": args.revision, "files": 0, "verified": False})
+        )
         return
     from huggingface_hub import snapshot_download
 
@@ -78,7 +82,9 @@ def main() -> None:
     if problems:
         sys.exit(f"{args.repo_id}@{args.revision}: verification failed: " + "; ".join(problems[:5]))
     marker.write_text(args.revision + "\n")
-    print(json.dumps({"changed": True, "revision": args.revision, "files": files, "verified": True}))
+    print(
+        json.dumps({"changed": True, "revision": args.revision, "files": files, "verified": True})
+    )
 
 
 if __name__ == "__main__":

@@ -1,0 +1,189 @@
+"""Ansible and the experiment file agree: one source of truth per pin.
+
+Experiment-level pins (images, digests, model revisions) are read by the roles from the
+experiment file, never copied; host-level pins live in ansible/group_vars/all.yml and must suit
+the experiment's images (driver branch vs. the images' CUDA). The roles' own Jinja expressions
+are rendered here with Ansible's templar against the real experiment file.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parents[2]
+ANSIBLE = REPO / "ansible"
+EXPERIMENT = REPO / "bench" / "experiments" / "qwen38-27b-gptq-2x3090.yaml"
+UNRESOLVED = "unresolved"
+
+# Minimum Linux driver for CUDA 13.0 GA (CUDA release notes, via provisioning-anchors.md 1.11).
+CUDA13_MIN_DRIVER = (580, 65, 6)
+# First upstream releases whose default images are CUDA 13 (pins.md 3; anchors 1.11).
+CUDA13_SINCE = {"vllm": (0, 20, 0), "sglang": (0, 5, 11)}
+
+
+def _ver(s: str) -> tuple[int, ...]:
+    return tuple(int(p) for p in s.split(".") if p.isdigit())
+
+
+def _group_vars() -> dict[str, Any]:
+    data: dict[str, Any] = yaml.safe_load((ANSIBLE / "group_vars" / "all.yml").read_text())
+    return data
+
+
+def _render(expr: str, variables: dict[str, Any]) -> Any:
+    from ansible.parsing.dataloader import DataLoader
+    from ansible.template import Templar, trust_as_template
+
+    templar = Templar(loader=DataLoader(), variables=variables)
+    return templar.template(trust_as_template(expr))
+
+
+def _trusted(obj: Any) -> Any:
+    """Mark role strings as templates, as Ansible does for files it loads from a role."""
+    from ansible.template import trust_as_template
+
+    if isinstance(obj, str):
+        return trust_as_template(obj)
+    if isinstance(obj, dict):
+        return {k: _trusted(v) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [_trusted(v) for v in obj]
+    return obj
+
+
+def _role_file(role: str, kind: str) -> dict[str, Any]:
+    data: dict[str, Any] = yaml.safe_load(
+        (ANSIBLE / "roles" / role / kind / "main.yml").read_text()
+    )
+    return data
+
+
+@pytest.fixture(scope="module")
+def experiment_raw() -> dict[str, Any]:
+    """The experiment as Ansible's from_yaml sees it."""
+    data: dict[str, Any] = yaml.safe_load(EXPERIMENT.read_text())
+    return data
+
+
+def test_group_vars_name_the_experiment_file() -> None:
+    assert (REPO / _group_vars()["specbench_experiment"]).resolve() == EXPERIMENT.resolve()
+
+
+def test_no_experiment_pin_is_copied_into_ansible(experiment_raw: dict[str, Any]) -> None:
+    pins: set[str] = set()
+    for img in experiment_raw["images"].values():
+        pins |= {img["image"], img["digest"]}
+        build = img.get("build") or {}
+        pins |= {build.get("base_image", ""), build.get("base_digest", "")}
+        pins.add(build.get("patch_sha256", ""))
+    for model in experiment_raw["models"].values():
+        pins |= {model["hf_id"], model["revision"]}
+    pins -= {"", UNRESOLVED}
+    assert pins, "the experiment must pin something"
+    texts = {p: p.read_text() for p in ANSIBLE.rglob("*") if p.is_file()}
+    copies = [(str(p.relative_to(REPO)), pin) for p, t in texts.items() for pin in pins if pin in t]
+    assert copies == []
+
+
+def test_images_role_reads_the_experiment_images(experiment_raw: dict[str, Any]) -> None:
+    from bench.experiment import load_experiment
+
+    exp = load_experiment(EXPERIMENT)
+    role_vars = _role_file("images", "vars")
+    env = {"experiment": experiment_raw}
+    pulled = _render(role_vars["images_pulled"], env)
+    built = _render(role_vars["images_built"], env)
+    assert {i["key"] for i in pulled} == {k for k, v in exp.images.items() if v.build is None}
+    assert {i["key"] for i in built} == {k for k, v in exp.images.items() if v.build is not None}
+    for item in pulled:
+        img = exp.images[item["key"]]
+        assert (item["value"]["image"], item["value"]["digest"]) == (img.image, img.digest)
+    for item in built:
+        build = exp.images[item["key"]].build
+        assert build is not None
+        assert item["value"]["build"]["dockerfile"] == build.dockerfile
+        assert (REPO / build.dockerfile).is_file(), f"{build.dockerfile} missing"
+
+
+def test_models_role_reads_the_experiment_models(experiment_raw: dict[str, Any]) -> None:
+    from bench.experiment import load_experiment
+
+    exp = load_experiment(EXPERIMENT)
+    pinned = _render(_role_file("models", "vars")["models_pinned"], {"experiment": experiment_raw})
+    got = {(m["value"]["hf_id"], m["value"]["revision"], m["value"]["path"]) for m in pinned}
+    assert got == {(m.hf_id, m.revision, m.path) for m in exp.models.values()}
+
+
+def test_role_defaults_agree_with_group_vars_pins() -> None:
+    gv = _group_vars()
+    pins = {
+        "nvidia_driver": ["nvidia_driver_branch", "nvidia_driver_version"],
+        "docker": ["docker_version", "docker_containerd_version", "docker_buildx_version"],
+        "nvidia_container_toolkit": ["nvidia_container_toolkit_version"],
+    }
+    for role, names in pins.items():
+        defaults = _role_file(role, "defaults")
+        for name in names:
+            assert defaults[name] == gv[name], f"roles/{role}/defaults {name} != group_vars"
+
+
+def test_driver_pin_supports_the_images_cuda() -> None:
+    from bench.experiment import load_experiment
+
+    exp = load_experiment(EXPERIMENT)
+    gv = _group_vars()
+    driver = _ver(gv["nvidia_driver_version"])
+    assert gv["nvidia_driver_version"].startswith(gv["nvidia_driver_branch"] + ".")
+    cuda13 = [k for k, img in exp.images.items() if _ver(img.version) >= CUDA13_SINCE[img.engine]]
+    assert cuda13, "expected CUDA 13 images for the pinned vLLM/SGLang releases"
+    # GeForce cards get no CUDA forward compatibility: the driver itself must be new enough.
+    assert driver >= CUDA13_MIN_DRIVER, f"driver {driver} too old for the CUDA 13 images {cuda13}"
+
+
+def test_toolkit_pin_is_a_debian_version() -> None:
+    v = _group_vars()["nvidia_container_toolkit_version"]
+    upstream, _, revision = v.partition("-")
+    assert len(_ver(upstream)) == 3 and revision.isdigit(), v
+
+
+def test_requirements_match_the_bundled_collections() -> None:
+    import ansible_collections
+
+    reqs = yaml.safe_load((ANSIBLE / "requirements.yml").read_text())["collections"]
+    root = Path(next(iter(ansible_collections.__path__)))
+    for req in reqs:
+        ns, name = req["name"].split(".")
+        manifest = json.loads((root / ns / name / "MANIFEST.json").read_text())
+        assert manifest["collection_info"]["version"] == req["version"], req["name"]
+
+
+def test_benchmark_argv_uses_only_options_matrix_has() -> None:
+    import typer
+
+    from bench.cli import app
+
+    matrix = typer.main.get_command(app).commands["matrix"]  # type: ignore[attr-defined]
+    known = {o for p in matrix.params for o in [*p.opts, *p.secondary_opts] if o.startswith("--")}
+    defaults = _role_file("benchmark", "defaults")
+    env = {
+        **_trusted(defaults),
+        **_trusted(_role_file("benchmark", "vars")),
+        "benchmark_backend": "emulated",
+        "benchmark_home": "/h",
+        "benchmark_run_id": "r",
+        "benchmark_only": ["vllm-dflash"],
+        "benchmark_iterations": 1,
+        "benchmark_warmup": 0,
+        "benchmark_emulator_image": "specbench/emulator:x",
+        "specbench_experiment": "e.yaml",
+    }
+    argv = _render(env["benchmark_argv"], env)
+    assert argv[:3] == ["/h/venv/bin/specbench", "matrix", "/h/src/e.yaml"]
+    used = {a.split("=", 1)[0] for a in argv if a.startswith("--")}
+    assert {"--emulate", "--emulator-image", "--time-scale", "--only"} <= used
+    assert used <= known, f"options matrix does not have: {used - known}"
