@@ -12,7 +12,7 @@ from collections.abc import Sequence
 import typer
 
 from bench import __version__
-from bench.commands import emulate, hardware, matrix, measure, report
+from bench.commands import emulate, hardware, matrix, measure, preflight, report
 from bench.errors import SpecbenchError
 
 app = typer.Typer(
@@ -29,7 +29,7 @@ def _root() -> None:
     """Reproducible speculative-decoding benchmarks of LLM serving engines."""
 
 
-for _module in (measure, emulate, matrix, report, hardware):
+for _module in (measure, emulate, matrix, report, hardware, preflight):
     _module.register(app)
 
 
