@@ -96,7 +96,7 @@ SRC_VLLM_REGISTRY = (
     "vllm/model_executor/models/registry.py:655-745, vllm/transformers_utils/configs/eagle.py:65-76"
 )
 SRC_VLLM_DFLASH2_KEYS = "vllm/model_executor/models/qwen3_dflash2.py:253-254,385-386"
-SRC_VLLM_LAYER_IDS = "vllm/v1/worker/gpu/spec_decode/eagle/eagle3_utils.py:34-40,119-150"
+SRC_VLLM_LAYER_IDS = "vllm/v1/worker/gpu/spec_decode/eagle/eagle3_utils.py:34-40,113-150"
 SRC_SGLANG_BITS = "sglang/srt/layers/quantization/gptq/gptq.py:106-110"
 SRC_SGLANG_MARLIN = (
     "sglang/srt/layers/quantization/gptq/gptq.py:414-435,459-480, "
@@ -104,7 +104,9 @@ SRC_SGLANG_MARLIN = (
 )
 SRC_SGLANG_QUANT_SOURCE = "sglang/srt/configs/model_config.py:1243-1262"
 SRC_SGLANG_REGISTRY = "sglang/srt/models/dflash.py:1146-1151, sglang/srt/models/registry.py:95-125"
-SRC_SGLANG_SELECTOR = "sglang/srt/models/dflash.py:1072-1075, speculative/dflash_utils.py:642-646"
+SRC_SGLANG_SELECTOR = (
+    "sglang/srt/models/dflash.py:1072-1075, sglang/srt/speculative/dflash_utils.py:642-646"
+)
 SRC_SGLANG_CONV = "sglang/srt/speculative/dflash_utils.py:626-631"
 SRC_SGLANG_LAYER_IDS = "sglang/srt/speculative/dflash_utils.py:553-583,654-670"
 
