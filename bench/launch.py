@@ -153,6 +153,8 @@ class ProcessLauncher:
 
     def start(self, spec: ContainerSpec, log_path: Path) -> ProcessServer:
         argv = [*spec.entrypoint, *spec.command]
+        if argv[:3] != ["python", "-m", "bench.emulator"] and argv[0] != "python":
+            argv = ["python", "-m", "bench.emulator", *argv]
         if argv[0] == "python":
             argv[0] = sys.executable
         env = {
@@ -234,7 +236,7 @@ class DockerLauncher:
                 env[name] = os.environ[name]
         kwargs: dict[str, Any] = {
             "image": spec.image,
-            "entrypoint": spec.entrypoint,
+            "entrypoint": spec.entrypoint or None,
             "command": spec.command,
             "detach": True,
             "name": spec.name,
@@ -258,6 +260,10 @@ class DockerLauncher:
         try:
             container = self.client.containers.run(**kwargs)
         except Exception as err:
+            # run = create + start: a failed start leaves a created container behind.
+            if spec.name:
+                with contextlib.suppress(Exception):
+                    self.client.containers.get(spec.name).remove(force=True)
             raise RunError(f"cannot start container from {spec.image}: {scrub(str(err))}") from None
         return DockerServer(container, f"http://127.0.0.1:{spec.host_port}")
 

@@ -41,7 +41,7 @@ from bench.payload import IterationRecord, Payload
 from bench.validity import judge, scan_log
 
 LOCK_SCHEMA = "specbench.lock/1"
-DEFAULT_EMULATOR_IMAGE = "specbench/emulator:latest"
+DEFAULT_EMULATOR_IMAGE = "specbench/emulator:dev"  # bench.emulator.image.DEFAULT_TAG
 SIMULATED_BANNER = "SIMULATED: produced by the specbench emulator, not by a real engine or GPU."
 
 

@@ -75,7 +75,10 @@ class ContainerSpec:
             parts += ["-e", env]
         for key in sorted(self.labels):
             parts += ["--label", f"{key}={self.labels[key]}"]
-        parts += ["--entrypoint", self.entrypoint[0], self.image, *self.entrypoint[1:]]
+        if self.entrypoint:
+            parts += ["--entrypoint", self.entrypoint[0], self.image, *self.entrypoint[1:]]
+        else:
+            parts.append(self.image)
         parts += self.command
         return shlex.join(parts)
 
@@ -175,10 +178,12 @@ class Engine:
         image = experiment.image_for(cfg)
         labels = {LABEL_MANAGED: "true", LABEL_RUN: run_id, LABEL_CONFIG: cfg.name}
         if emulate_argv is not None:
+            # The emulator image's ENTRYPOINT is ``python -m bench.emulator``: pass the rest.
+            rest = emulate_argv[emulate_argv.index("bench.emulator") + 1 :]
             return ContainerSpec(
-                image=image_override or "specbench/emulator:latest",
-                entrypoint=emulate_argv[:1],
-                command=emulate_argv[1:],
+                image=image_override or "specbench/emulator:dev",
+                entrypoint=[],
+                command=rest,
                 container_port=self.container_port,
                 host_port=host_port,
                 labels=labels,

@@ -1,0 +1,79 @@
+"""The whole seed matrix with emulated engines in containers (docker SDK launcher)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bench.artifacts import Artifacts
+from bench.emulator.image import build_emulator_image
+from bench.experiment import EXPERIMENTS_DIR, load_experiment
+from bench.hardware_schema import Hardware
+from bench.launch import DockerLauncher
+from bench.matrix import MatrixOptions, run_matrix
+from bench.payload import read_payload
+
+TAG = "specbench/emulator:e2e-matrix"
+DUMMY_TOKEN = "hf_e2eDUMMYtokenNOTreal987654321"
+
+
+def test_seed_matrix_in_containers(
+    docker_client: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("HF_TOKEN", DUMMY_TOKEN)
+    image = build_emulator_image(docker_client, TAG)
+    exp_path = EXPERIMENTS_DIR / "qwen38-27b-gptq-2x3090.yaml"
+    exp = load_experiment(exp_path)
+    out = tmp_path / "out"
+    launcher = DockerLauncher(docker_client)
+    seen_ports: list[Any] = []
+    real_start = launcher.start
+
+    def start(spec: Any, log_path: Path) -> Any:
+        server = real_start(spec, log_path)
+        server.container.reload()
+        seen_ports.append(server.container.attrs["NetworkSettings"]["Ports"])
+        return server
+
+    launcher.start = start  # type: ignore[method-assign]
+    # Seed workload (1044/512, every level); fewer iterations keep CI to a few minutes.
+    opts = MatrixOptions(
+        out=out,
+        launcher="docker",
+        emulate=True,
+        emulator_image=image,
+        time_scale=0.005,
+        warmup=1,
+        iterations=2,
+        show_progress=False,
+        ready_timeout_s=120,
+    )
+    result = run_matrix(exp, opts, launcher=launcher, experiment_path=exp_path)
+    assert [o.status for o in result.outcomes] == ["done"] * len(exp.configurations)
+
+    arts = Artifacts(out)
+    Hardware.model_validate_json(arts.hardware.read_text())
+    assert arts.lock.exists() and arts.provenance.exists()
+    for cfg in exp.configurations:
+        assert arts.log(cfg.name).stat().st_size > 0
+        for k in exp.levels_for(cfg):
+            p = read_payload(arts.payload(cfg.name, k))
+            assert p.simulated
+            assert p.evidence.validity.valid == (cfg.expect_invalid is None), (cfg.name, k)
+    broken = read_payload(arts.payload("sglang-mtp-stock", 1))
+    codes = {r.code for r in broken.evidence.validity.reasons}
+    assert {"draft_tensors_skipped", "zero_acceptance"} <= codes
+    assert arts.check_sums() == []
+
+    # No container left behind; every port was published on 127.0.0.1 only.
+    assert launcher.leftovers(result.run_id) == []
+    assert seen_ports
+    for ports in seen_ports:
+        for bindings in ports.values():
+            for b in bindings or []:
+                assert b["HostIp"] == "127.0.0.1", ports
+    for f in out.rglob("*"):
+        if f.is_file():
+            assert DUMMY_TOKEN not in f.read_text(errors="replace"), f
