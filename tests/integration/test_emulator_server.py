@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import threading
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -163,17 +164,26 @@ def test_periodic_acceptance_log_lines() -> None:
 
 
 def test_sglang_admission_cap_queues() -> None:
-    with serve_in_thread("sglang", "sglang-dflash", time_scale=0.01, seed=4) as h:
+    with serve_in_thread("sglang", "sglang-dflash", time_scale=0.05, seed=4) as h:
         assert h.wait_ready(10)
+        gate = threading.Barrier(8)
+
+        def one(_: int) -> list[object]:
+            gate.wait()  # all eight arrive together, so four of them must queue
+            return stream(h.base_url, body(max_tokens=128))
+
         with ThreadPoolExecutor(8) as pool:
-            results = list(pool.map(lambda _: stream(h.base_url, body(max_tokens=64)), range(8)))
+            results = list(pool.map(one, range(8)))
         truths = [h.truth(r[0]["id"]) for r in results]  # type: ignore[index]
         spans = sorted((t["admitted"], t["chunks"][-1]["t"]) for t in truths if t)
+        assert len(spans) == 8
         for i, (start, _) in enumerate(spans):
             running = sum(1 for s, e in spans[:i] if e > start)
             assert running < 4 + 1
-        waits = [t["admitted"] - t["arrival"] for t in truths if t]
-        assert max(waits) > 0.05  # the last four waited for a free slot
+        # The later four were admitted only when one of the first four had finished.
+        first_ends = sorted(e for _, e in spans[:4])
+        for start, _ in spans[4:]:
+            assert start >= first_ends[0] - 1e-3
 
 
 def test_vllm_loading_refuses_and_sglang_warmup_503() -> None:
