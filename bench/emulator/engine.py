@@ -221,8 +221,10 @@ class EmulatedEngine:
         delay = target - self.clock() - SPIN_S
         if delay > 0:
             await asyncio.sleep(delay)
-        while self.clock() < target:  # short spin: asyncio wakes up to ~1 ms late
-            pass
+        # Short spin (asyncio wakes up to ~1 ms late); sleep(0) drops the GIL each turn so an
+        # in-process client thread (serve_in_thread) is not starved while the emulator spins.
+        while self.clock() < target:
+            time.sleep(0)
 
     def _jitter(self) -> float:
         sd = self.profile.step_jitter
