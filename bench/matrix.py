@@ -213,19 +213,28 @@ def capture_provenance(
     return data
 
 
+_interrupted = threading.Event()
+
+
 @contextlib.contextmanager
 def _sigterm_as_interrupt() -> Iterator[None]:
-    """SIGTERM behaves like Ctrl-C so the running server is stopped either way."""
+    """SIGINT and SIGTERM both stop the run, and the running server with it.
+
+    The handler is our own function, not ``signal.default_int_handler``: asyncio.run replaces
+    the default handler with one that only cancels the running task, and a cancellation the
+    measurement absorbs would let the run go on. The flag is checked after each measurement
+    as well, so an interrupt can never be lost."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
+    _interrupted.clear()
 
     def handler(signum: int, frame: object) -> None:
+        _interrupted.set()
         raise KeyboardInterrupt
 
     old = signal.signal(signal.SIGTERM, handler)
-    # A background job starts with SIGINT ignored; Ctrl-C must still stop the run cleanly.
-    old_int = signal.signal(signal.SIGINT, signal.default_int_handler)
+    old_int = signal.signal(signal.SIGINT, handler)
     try:
         yield
     finally:

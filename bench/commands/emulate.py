@@ -35,6 +35,13 @@ def register(app: typer.Typer) -> None:
         served_model: Annotated[
             str | None, typer.Option(help="Model name served at /v1/models.")
         ] = None,
+        max_running_requests: Annotated[
+            int | None,
+            typer.Option(
+                help="Admission cap (the configuration's --max-num-seqs or "
+                "--max-running-requests); default from the profile."
+            ),
+        ] = None,
     ) -> None:
         """Run a SIMULATED vLLM- or SGLang-shaped server with a known schedule (never a
         measurement; every response carries x-specbench-emulator: 1)."""
@@ -61,6 +68,7 @@ def register(app: typer.Typer) -> None:
                 time_scale=time_scale,
                 exit_code=exit_code,
                 served_model=served_model,
+                max_running_requests=max_running_requests,
             )
         except (ProfileError, ValueError) as err:
             raise InputError("--profile", str(err)) from None

@@ -38,6 +38,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--time-scale", type=float, default=None)
     parser.add_argument("--exit-code", type=int, default=None)
     parser.add_argument("--served-model", default=None)
+    parser.add_argument(
+        "--max-running-requests",
+        type=int,
+        default=None,
+        help="admission cap (the configuration's --max-num-seqs / --max-running-requests)",
+    )
     return parser
 
 
@@ -51,6 +57,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             time_scale=args.time_scale,
             exit_code=args.exit_code,
             served_model=args.served_model,
+            max_running_requests=args.max_running_requests,
         )
     except (ProfileError, ValueError) as err:
         print(f"bench.emulator: error: {err}", file=sys.stderr)

@@ -147,6 +147,7 @@ class Profile(_Strict):
         fail: tuple[FailMode, ...] = (),
         exit_code: int | None = None,
         served_model: str | None = None,
+        max_running_requests: int | None = None,
     ) -> Profile:
         """A copy with CLI/test overrides applied (and validated)."""
         failures = self.failures.model_dump()
@@ -159,6 +160,8 @@ class Profile(_Strict):
             data["time_scale"] = time_scale
         if served_model is not None:
             data["served_model"] = served_model
+        if max_running_requests is not None:
+            data["max_running_requests"] = max_running_requests
         return Profile.model_validate(data)
 
 

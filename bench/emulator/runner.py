@@ -31,6 +31,7 @@ def resolve_profile(
     time_scale: float | None = None,
     exit_code: int | None = None,
     served_model: str | None = None,
+    max_running_requests: int | None = None,
 ) -> Profile:
     """The profile to run: by name/path (default ``<engine>-dflash``), with overrides."""
     if isinstance(profile, Profile):
@@ -44,6 +45,7 @@ def resolve_profile(
         fail=tuple(FailMode(m) for m in fail),
         exit_code=exit_code,
         served_model=served_model,
+        max_running_requests=max_running_requests,
     )
 
 

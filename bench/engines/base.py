@@ -113,6 +113,8 @@ class Engine:
     ready_regex: str = ""
     # Flags the adapter itself adds; a configuration must not repeat them.
     plumbing_flags: tuple[str, ...] = ("--host", "--port")
+    #: the server flag that caps running requests (the emulator is given the same cap)
+    admission_flag: str | None = None
 
     def model_args(self, model_path: str) -> list[str]:
         raise NotImplementedError
@@ -157,6 +159,9 @@ class Engine:
         """Argv of the emulator standing in for this configuration."""
         argv = ["python", "-m", "bench.emulator", self.name, "--host", host, "--port", str(port)]
         argv += ["--profile", cfg.emulator.profile]
+        cap = flag_value(cfg.args, self.admission_flag) if self.admission_flag else None
+        if cap is not None:  # the emulator admits what the real server would
+            argv += ["--max-running-requests", cap]
         if served_model:
             argv += ["--served-model", served_model]
         for mode in cfg.emulator.fail:

@@ -27,6 +27,7 @@ class SGLang(Engine):
     version_regex = r"sglang[ =]v?(\d+\.\d+\.\d+\S*)"
     ready_regex = r"The server is fired up and ready to roll!"
     plumbing_flags = ("--host", "--port", "--served-model-name", "--enable-metrics")
+    admission_flag = "--max-running-requests"
     load_patterns = (
         LogPattern(
             code="draft_tensors_skipped",

@@ -29,6 +29,7 @@ class VLLM(Engine):
     version_regex = r"vLLM server version (\S+?),"
     ready_regex = r"Application startup complete"
     plumbing_flags = ("--host", "--port", "--served-model-name")
+    admission_flag = "--max-num-seqs"
     load_patterns = (
         LogPattern(
             code="missing_tensors",
