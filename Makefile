@@ -4,8 +4,10 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 EXPERIMENT ?= bench/experiments/qwen38-27b-gptq-2x3090.yaml
 OUT ?= runs/$(shell date -u +%Y%m%dT%H%M%SZ)
+INVENTORY ?= inventory.yml
+ARGS ?=
 
-.PHONY: setup demo test test-unit test-integration test-e2e test-contract lint base-image reproduce clean
+.PHONY: setup demo test test-unit test-integration test-e2e test-contract lint base-image reproduce provision clean
 
 setup: $(BIN)/specbench
 
@@ -44,6 +46,9 @@ base-image:
 reproduce: setup
 	$(BIN)/specbench matrix $(EXPERIMENT) --out $(OUT) --launcher docker
 	$(BIN)/specbench report $(OUT)
+
+provision: setup
+	ANSIBLE_CONFIG=ansible/ansible.cfg $(BIN)/ansible-playbook -i $(INVENTORY) ansible/site.yml $(ARGS)
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
