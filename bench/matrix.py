@@ -13,10 +13,10 @@ import secrets
 import shlex
 import signal
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import Field
 
@@ -39,6 +39,13 @@ from bench.launch import (
 from bench.models import StrictModel
 from bench.payload import IterationRecord, Payload
 from bench.validity import judge, scan_log
+
+if TYPE_CHECKING:
+    from bench.telemetry import SamplerStart
+
+# Starts one telemetry sampler for a configuration (or says why there is none).
+TelemetryFactory = Callable[[], "SamplerStart"]
+EMULATED_NO_TELEMETRY = "emulated run: no GPU does the work, so no GPU telemetry is recorded"
 
 LOCK_SCHEMA = "specbench.lock/1"
 DEFAULT_EMULATOR_IMAGE = "specbench/emulator:dev"  # bench.emulator.image.DEFAULT_TAG
@@ -272,8 +279,12 @@ def run_matrix(
     launcher: Launcher | None = None,
     hardware: Hardware | None = None,
     experiment_path: Path | None = None,
+    telemetry: TelemetryFactory | None = None,
 ) -> MatrixResult:
-    """Run the selected configurations and write the artifacts to ``opts.out``."""
+    """Run the selected configurations and write the artifacts to ``opts.out``.
+
+    ``telemetry`` starts the GPU sampler of one configuration; by default NVML on real runs and
+    none when emulated (the emulator's payloads must not carry the host GPU's numbers)."""
     selected = exp.select(opts.only or None)
     if not opts.emulated and not opts.allow_unpinned:
         pins = exp.unresolved_pins()
@@ -311,6 +322,8 @@ def run_matrix(
 
     if launcher is None:
         launcher = ProcessLauncher() if opts.launcher == "process" else DockerLauncher()
+    if telemetry is None:
+        telemetry = _default_telemetry(opts.emulated)
     warmup = opts.warmup if opts.warmup is not None else exp.workload.warmup
     iterations = opts.iterations if opts.iterations is not None else exp.workload.iterations
     per_level = warmup + iterations
@@ -349,6 +362,7 @@ def run_matrix(
                         iterations,
                         progress,
                         outcome,
+                        telemetry,
                     )
                     outcome.status = "done"
                 except SpecbenchError as err:
@@ -363,6 +377,14 @@ def run_matrix(
         arts.write_json(opts.out / "status.json", _status(run_id, outcomes, opts.emulated))
         arts.write_sums()
     return MatrixResult(opts.out, run_id, outcomes)
+
+
+def _default_telemetry(emulated: bool) -> TelemetryFactory:
+    from bench.telemetry import SamplerStart, open_sampler
+
+    if emulated:
+        return lambda: SamplerStart(None, EMULATED_NO_TELEMETRY)
+    return open_sampler
 
 
 def _status(run_id: str, outcomes: list[Outcome], simulated: bool) -> dict[str, Any]:
@@ -428,8 +450,12 @@ def _run_configuration(
     iterations: int,
     progress: _Progress,
     outcome: Outcome,
+    telemetry: TelemetryFactory,
 ) -> int:
-    """Start, check, sweep, stop one configuration. Returns the iterations done."""
+    """Start, check, sweep, stop one configuration. Returns the iterations done.
+
+    One telemetry sampler runs from readiness to the end of the sweep; each payload gets it cut
+    to its own measured iteration windows."""
     from bench.measure import RunSpec, measure
 
     engine = get_engine(cfg.engine)
@@ -440,6 +466,7 @@ def _run_configuration(
     progress.say(f"{cfg.name}: starting server")
     server: Server = launcher.start(spec, log_path)
     done = 0
+    sampler = None
     try:
         secs = wait_ready(
             server,
@@ -455,6 +482,10 @@ def _run_configuration(
         if not opts.emulated:
             tok_dir = Path(opts.model_cache) / exp.target.dirname
             tokenizer = tok_dir if (tok_dir / "tokenizer.json").exists() else None
+        started = telemetry()
+        sampler = started.sampler
+        if sampler is None and not opts.emulated:
+            progress.log(f"{cfg.name}: {started.reason}")
         for k in exp.levels_for(cfg):
             progress.say(f"{cfg.name} c={k}")
             run_spec = RunSpec(
@@ -485,7 +516,11 @@ def _run_configuration(
                 command_snippet=shlex.join(argv),
                 model_revision=exp.target.revision,
             )
-            payload: Payload = measure(run_spec, progress)
+            payload: Payload = measure(
+                run_spec, progress, telemetry=sampler, no_telemetry_reason=started.reason
+            )
+            if _interrupted.is_set():  # never write a payload whose measurement was cut short
+                raise KeyboardInterrupt
             done += warmup + iterations
             findings = scan_log(server.log_text(), engine.load_patterns, cfg.speculative)
             payload = judge(
@@ -503,6 +538,8 @@ def _run_configuration(
             if not server.alive():
                 raise RunError(f"{cfg.name}: server exited during the sweep (c={k})")
     finally:
+        if sampler is not None:
+            sampler.stop()
         progress.say(f"{cfg.name}: stopping server")
         server.stop()
         text = scrub(server.log_text())

@@ -21,7 +21,7 @@ import json
 import math
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from pydantic import Field, field_validator
 
@@ -50,7 +50,11 @@ from bench.payload import (
 from bench.stats import summarize
 from bench.workload import PromptFactory, load_tokenizer, prompt_sha256
 
+if TYPE_CHECKING:
+    from bench.telemetry import Sampler
+
 PROBE_TIMEOUT_S = 10.0
+NO_SAMPLER = "no telemetry sampler was running for this measurement"
 
 
 class RunSpec(StrictModel):
@@ -99,9 +103,21 @@ class ProgressSink(Protocol):
     def iteration_finished(self, record: IterationRecord) -> None: ...
 
 
-def measure(spec: RunSpec, progress: ProgressSink | None = None) -> Payload:
-    """Run the whole measurement against an already-running server (sync wrapper)."""
-    return asyncio.run(measure_async(spec, progress))
+def measure(
+    spec: RunSpec,
+    progress: ProgressSink | None = None,
+    *,
+    telemetry: Sampler | None = None,
+    no_telemetry_reason: str | None = None,
+) -> Payload:
+    """Run the whole measurement against an already-running server (sync wrapper).
+
+    ``telemetry``: a running ``bench.telemetry.Sampler`` (the matrix keeps one per
+    configuration); the payload gets its summary over the measured iteration windows and any
+    throttling as a validity warning. Without one the payload says why there is none."""
+    return asyncio.run(
+        measure_async(spec, progress, telemetry=telemetry, no_telemetry_reason=no_telemetry_reason)
+    )
 
 
 async def _server_prompt_count(spec: RunSpec, prompt: str) -> int:
@@ -234,7 +250,13 @@ def _iteration_record(
     return it
 
 
-async def measure_async(spec: RunSpec, progress: ProgressSink | None = None) -> Payload:
+async def measure_async(
+    spec: RunSpec,
+    progress: ProgressSink | None = None,
+    *,
+    telemetry: Sampler | None = None,
+    no_telemetry_reason: str | None = None,
+) -> Payload:
     started = _now()
     is_emulator, _ = await _probe(spec)
     counter = load_tokenizer(spec.tokenizer) if spec.tokenizer else None
@@ -261,7 +283,29 @@ async def measure_async(spec: RunSpec, progress: ProgressSink | None = None) -> 
         iterations.append(it)
         if progress is not None:
             progress.iteration_finished(it)
-    return _payload(spec, iterations, first_prompt or "", is_emulator, started, warnings)
+    payload = _payload(spec, iterations, first_prompt or "", is_emulator, started, warnings)
+    return with_telemetry(payload, telemetry, no_telemetry_reason)
+
+
+def with_telemetry(
+    payload: Payload, sampler: Sampler | None, no_telemetry_reason: str | None = None
+) -> Payload:
+    """The payload with ``evidence.telemetry`` (cut to its measured iterations) and throttling
+    as validity warnings; without a sampler, telemetry stays absent and a warning says why."""
+    from bench.telemetry import measured_summary, no_telemetry_note, throttle_warnings
+
+    ev = payload.evidence
+    if sampler is None:
+        note = no_telemetry_note(no_telemetry_reason or NO_SAMPLER)
+        update: dict[str, Any] = {"warnings": [*ev.warnings, note]}
+    else:
+        summary = measured_summary(sampler, ev.iterations)
+        reasons = [*ev.validity.reasons, *throttle_warnings(summary)]
+        validity = Validity(
+            valid=not any(r.severity == "invalid" for r in reasons), reasons=reasons
+        )
+        update = {"telemetry": summary, "validity": validity}
+    return payload.model_copy(update={"evidence": ev.model_copy(update=update)})
 
 
 def _now() -> str:

@@ -24,7 +24,7 @@ from pydantic import Field
 from bench.models import StrictModel
 
 if TYPE_CHECKING:
-    from bench.payload import ValidityReason
+    from bench.payload import IterationRecord, ValidityReason
 
 TELEMETRY_SCHEMA: Final = "specbench.telemetry/1"
 DEFAULT_INTERVAL_S: Final = 0.1
@@ -520,7 +520,35 @@ def throttle_warnings(summary: TelemetrySummary) -> list[ValidityReason]:
 
 def start_sampler(interval_s: float = DEFAULT_INTERVAL_S) -> Sampler | None:
     """A started NVML sampler, or None where NVML is unusable (no GPU: the emulator, CI)."""
+    return open_sampler(interval_s).sampler
+
+
+class SamplerStart:
+    """The outcome of trying to start NVML telemetry: a sampler, or why there is none."""
+
+    def __init__(self, sampler: Sampler | None, reason: str | None) -> None:
+        self.sampler = sampler
+        self.reason = reason
+
+
+def open_sampler(interval_s: float = DEFAULT_INTERVAL_S) -> SamplerStart:
+    """Start an NVML sampler on ``time.perf_counter`` (the clock of the iteration windows
+    bench.measure records), or say why NVML is unusable. Never raises."""
     try:
-        return Sampler(interval_s=interval_s).start()
-    except Exception:  # NVMLError_LibraryNotFound / DriverNotLoaded / ImportError: no telemetry
-        return None
+        return SamplerStart(Sampler(interval_s=interval_s, clock=time.perf_counter).start(), None)
+    except Exception as err:  # NVMLError_LibraryNotFound / DriverNotLoaded / ImportError
+        return SamplerStart(None, f"NVML unusable here ({type(err).__name__}: {err})")
+
+
+def no_telemetry_note(reason: str) -> str:
+    """The payload warning that says telemetry is absent (never replaced by made-up numbers)."""
+    return f"no GPU telemetry recorded: {reason}"
+
+
+def measured_summary(sampler: Sampler, iterations: Sequence[IterationRecord]) -> TelemetrySummary:
+    """One configuration's telemetry cut to its measured (non-warmup) iteration windows, with
+    the output tokens of those iterations for energy per output token."""
+    measured = [it for it in iterations if not it.warmup]
+    spans = [(it.window_start, max(it.window_end, it.window_start)) for it in measured]
+    tokens = sum(r.completion_tokens or 0 for it in measured for r in it.requests)
+    return summarize_sampler(sampler, spans, output_tokens=tokens)

@@ -104,6 +104,13 @@ def run(
     command_snippet: Annotated[str | None, typer.Option(help="server command line")] = None,
     run_id: Annotated[str | None, typer.Option(help="run id")] = None,
     config_name: Annotated[str | None, typer.Option(help="configuration name")] = None,
+    telemetry: Annotated[
+        bool,
+        typer.Option(
+            "--telemetry/--no-telemetry",
+            help="sample GPU power/clocks/throttling through NVML when it is usable here",
+        ),
+    ] = True,
 ) -> None:
     """Measure one running engine endpoint and write a payload (exit 1 if the run is invalid)."""
     from pydantic import ValidationError
@@ -177,14 +184,26 @@ def run(
         raise InputError("--base-url", str(err)) from None
     # No auto-refresh: a render thread would compete for the GIL while streams are timed; the
     # bar is redrawn only between iterations.
-    with Progress(
-        TextColumn("{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        transient=True,
-        auto_refresh=False,
-    ) as progress:
-        payload = measure(spec, _Bar(progress, warmup + iterations))
+    from bench.telemetry import SamplerStart, open_sampler
+
+    started = open_sampler() if telemetry else SamplerStart(None, "--no-telemetry given")
+    try:
+        with Progress(
+            TextColumn("{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            transient=True,
+            auto_refresh=False,
+        ) as progress:
+            payload = measure(
+                spec,
+                _Bar(progress, warmup + iterations),
+                telemetry=started.sampler,
+                no_telemetry_reason=started.reason,
+            )
+    finally:
+        if started.sampler is not None:
+            started.sampler.stop()
     write_payload(out, payload)
     label = " [SIMULATED]" if payload.simulated else ""
     verdict = payload.evidence.validity
@@ -192,6 +211,9 @@ def run(
         f"{out}: decode {payload.tokSOut:.2f} tok/s (per-stream mean), TTFT "
         f"{payload.ttftMs:.2f} ms, concurrency {concurrency}{label}"
     )
+    for r in verdict.reasons:
+        if r.severity == "warning":
+            typer.echo(f"WARNING {r.code}: {r.message}", err=True)
     if not verdict.valid:
         for r in verdict.reasons:
             typer.echo(f"INVALID {r.code}: {r.message}", err=True)
