@@ -118,12 +118,29 @@ class Image(StrictModel):
         return f"{self.image}@{self.digest}" if self.digest != UNRESOLVED else self.image
 
 
+class ByteEstimate(StrictModel):
+    """A byte count written by hand for the roofline: an ESTIMATE, with how it was derived.
+
+    The report labels it as an estimate; a figure measured from the downloaded checkpoint
+    (weights.json in the artifacts, bench.roofline.decode_bytes_from_checkpoint) replaces it."""
+
+    estimate: int = Field(gt=0)
+    derivation: str = Field(min_length=20, description="the arithmetic and its assumptions")
+
+
 class ModelPin(StrictModel):
-    """A model: Hugging Face id, pinned revision, and the path the server reads it from."""
+    """A model: Hugging Face id, pinned revision, and the path the server reads it from.
+
+    The optional estimates feed the bandwidth roofline (bench.report_roofline): weight bytes one
+    forward pass reads (all ranks), the MTP head's bytes per draft step, KV bytes per context
+    token (all ranks)."""
 
     hf_id: str = Field(pattern=r"^[\w.-]+/[\w.-]+$")
     revision: str = Field(description="40-hex commit, or 'unresolved'")
     path: str = Field(pattern=r"^/models/[\w.-]+$", description="path inside the container")
+    weight_bytes: ByteEstimate | None = None
+    mtp_head_bytes: ByteEstimate | None = None
+    kv_bytes_per_token: ByteEstimate | None = None
 
     @field_validator("revision")
     @classmethod

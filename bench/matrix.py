@@ -49,6 +49,8 @@ EMULATED_NO_TELEMETRY = "emulated run: no GPU does the work, so no GPU telemetry
 
 LOCK_SCHEMA = "specbench.lock/1"
 DEFAULT_EMULATOR_IMAGE = "specbench/emulator:dev"  # bench.emulator.image.DEFAULT_TAG
+WEIGHTS_FILE = "weights.json"
+WEIGHTS_SCHEMA = "specbench.weights/1"
 SIMULATED_BANNER = "SIMULATED: produced by the specbench emulator, not by a real engine or GPU."
 
 
@@ -320,6 +322,11 @@ def run_matrix(
     if not arts.provenance.exists():
         arts.write_json(arts.provenance, capture_provenance(exp, opts, hw, experiment_path))
 
+    weights = opts.out / WEIGHTS_FILE
+    if not opts.emulated and not weights.exists():
+        measured = checkpoint_bytes(exp, Path(opts.model_cache))
+        if measured:
+            arts.write_json(weights, measured)
     if launcher is None:
         launcher = ProcessLauncher() if opts.launcher == "process" else DockerLauncher()
     if telemetry is None:
@@ -377,6 +384,21 @@ def run_matrix(
         arts.write_json(opts.out / "status.json", _status(run_id, outcomes, opts.emulated))
         arts.write_sums()
     return MatrixResult(opts.out, run_id, outcomes)
+
+
+def checkpoint_bytes(exp: Experiment, model_cache: Path) -> dict[str, Any] | None:
+    """weights.json: each downloaded model's byte counts from its safetensors headers (the
+    roofline prefers them to the experiment's hand-written estimates); None when none exists."""
+    from bench.roofline import decode_bytes_from_checkpoint
+
+    models: dict[str, Any] = {}
+    for key, pin in exp.models.items():
+        found = decode_bytes_from_checkpoint(model_cache / pin.dirname)
+        if found is not None:
+            models[key] = {"hf_id": pin.hf_id, **found.model_dump(mode="json")}
+    if not models:
+        return None
+    return {"schema": WEIGHTS_SCHEMA, "created_at": _now(), "models": models}
 
 
 def _default_telemetry(emulated: bool) -> TelemetryFactory:

@@ -78,6 +78,9 @@ def run_view(p: Payload, stem: str, log_lines: dict[str, list[str]] | None = Non
     if not p.evidence.validity.valid and log_lines and config in log_lines:
         evidence = tuple(ln for ln in log_lines[config] if _LOG_HINT.search(ln))[:MAX_LOG_LINES]
     flags = p.engineFlags
+    from bench.report_machine import telemetry_view
+
+    tele, tele_note = telemetry_view(p)
     return RunView(
         key=stem,
         config=config,
@@ -108,6 +111,8 @@ def run_view(p: Payload, stem: str, log_lines: dict[str, list[str]] | None = Non
         command=tuple(p.evidence.run.command),
         iterations=p.evidence.workload.iterations,
         warmup=p.evidence.workload.warmup,
+        telemetry=tele,
+        telemetry_note=tele_note,
     )
 
 
@@ -230,16 +235,6 @@ def hardware_lines(hw: Hardware) -> tuple[str, ...]:
         if ext.topology:
             lines.append(f"Topology: {ext.topology}")
     return tuple(lines)
-
-
-def _flatten(d: Any, prefix: str = "", depth: int = 0) -> list[str]:
-    if isinstance(d, dict) and depth < 3:
-        out: list[str] = []
-        for k, v in d.items():
-            out += _flatten(v, f"{prefix}{k}.", depth + 1)
-        return out
-    text = json.dumps(d) if not isinstance(d, str) else d
-    return [f"{prefix[:-1]}: {text[:200]}"]
 
 
 def _sums(path: Path) -> dict[str, str]:
@@ -387,7 +382,12 @@ def load_artifacts(artifacts_dir: Path) -> RunSet:
         "temperature": wl.temperature,
         "ignore_eos": wl.ignore_eos,
     }
-    models = exp_data.get("models")
+    from bench.report_machine import hardware_tables, provenance_tables
+    from bench.report_roofline import build_roofline
+
+    drafts = {c.name: c.draft_model for c in configs}
+    roof = build_roofline(d, exp_data, hw, tuple(runs), wl.prompt_tokens, wl.max_tokens, drafts)
+    tables = [*hardware_tables(hw), *(provenance_tables(prov) if prov else [])]
     title = (from_plan[3] if from_plan else None) or str(
         exp_data.get("title") or exp_data.get("name") or f"Speculative decoding on {first.hfId}"
     )
@@ -399,12 +399,14 @@ def load_artifacts(artifacts_dir: Path) -> RunSet:
         model_revision=first.modelRevision,
         quantization=first.quantization,
         hardware_lines=hardware_lines(hw),
-        provenance_lines=tuple(_flatten(prov)) if prov else (),
+        provenance_lines=() if prov else ("provenance.json: absent from the artifacts",),
+        machine_tables=tuple(tables),
+        roofline=roof,
         workload=workload,
         configs=configs,
         runs=tuple(runs),
         files=tuple(files),
         commands=commands,
         commands_source=source,
-        notes=(f"models in lock: {json.dumps(models)[:300]}",) if models else (),
+        notes=(),
     )

@@ -41,6 +41,28 @@ class Reason(StrictModel):
     evidence: tuple[str, ...] = ()
 
 
+class TelemetryView(StrictModel):
+    """A payload's GPU telemetry (bench.telemetry summary) as the report shows it."""
+
+    source: str
+    windows: int
+    measured_s: float
+    power_w: float | None = None
+    gpu_power_w: tuple[float | None, ...] = ()
+    energy_per_token_j: float | None = None
+    sm_clock_min_mhz: int | None = None
+    temperature_max_c: int | None = None
+    throttle_reasons: tuple[str, ...] = ()
+
+
+class Table(StrictModel):
+    """A small key/value or column table (hardware, provenance)."""
+
+    title: str
+    header: tuple[str, ...]
+    rows: tuple[tuple[str, ...], ...]
+
+
 class RunView(StrictModel):
     """One configuration at one concurrency level (one payload, or one published row)."""
 
@@ -73,6 +95,8 @@ class RunView(StrictModel):
     command: tuple[str, ...] = ()
     iterations: int | None = None
     warmup: int | None = None
+    telemetry: TelemetryView | None = None
+    telemetry_note: str | None = Field(default=None, description="why there is no telemetry")
 
 
 class ConfigInfo(StrictModel):
@@ -125,6 +149,39 @@ class CommandBlock(StrictModel):
     text: str | None = None
 
 
+class RooflineRow(StrictModel):
+    key: str
+    config: str
+    engine: str
+    method: str
+    concurrency: int
+    measured: float | None = None
+    tokens_per_step: float | None = None
+    tokens_per_step_source: str = ""
+    gb_per_step: float | None = None  # all ranks, 10^9 bytes
+    ceiling: float | None = None
+    fraction: float | None = None
+    above: bool = False
+    unknown: str | None = None
+
+
+class ByteSource(StrictModel):
+    what: str
+    value: int | None
+    source: str
+
+
+class RooflineSection(StrictModel):
+    bandwidth_gbs: float | None = None
+    bandwidth_source: str = "unknown"
+    cards: int | None = None
+    context_tokens: float | None = None
+    factor: float = 1.15  # bench.roofline.ABOVE_CEILING_FACTOR (lmx's rule)
+    inputs: tuple[ByteSource, ...] = ()
+    rows: tuple[RooflineRow, ...] = ()
+    missing: tuple[str, ...] = ()
+
+
 class RunSet(StrictModel):
     """Everything the report needs, read from one source."""
 
@@ -146,6 +203,8 @@ class RunSet(StrictModel):
     commands_source: str = ""
     assumptions: tuple[str, ...] = ()
     notes: tuple[str, ...] = ()
+    machine_tables: tuple[Table, ...] = ()
+    roofline: RooflineSection | None = None
 
     @property
     def simulated(self) -> bool:

@@ -141,3 +141,61 @@ def card_bandwidth(
     if all(d is not None for d in derived):
         return min(d for d in derived if d is not None), "derived"
     return None
+
+
+class CheckpointBytes(StrictModel):
+    """Byte counts read from a checkpoint's safetensors headers (no tensor data is loaded)."""
+
+    path: str
+    files: int
+    fileBytes: int = Field(description="all weight files, as weight_bytes_from_files")
+    decodeWeightBytes: int = Field(
+        description="tensors a target decode step reads: all but the embedding table (only C "
+        "rows are read), the vision encoder and the MTP head"
+    )
+    mtpHeadBytes: int = Field(description="tensors under mtp.* (0 when the checkpoint has none)")
+    embeddingBytes: int
+    visionBytes: int
+
+
+def _tensor_class(name: str) -> str:
+    if name.startswith("mtp.") or ".mtp." in name:
+        return "mtp"
+    if "visual." in name or name.startswith("vision"):
+        return "vision"
+    if "embed_tokens" in name:
+        return "embedding"
+    return "decode"
+
+
+def decode_bytes_from_checkpoint(model_dir: Path) -> CheckpointBytes | None:
+    """Sizes per tensor class from every ``*.safetensors`` header under ``model_dir``; None when
+    there is no such file or a header does not parse (the estimate is used then)."""
+    import json
+    import struct
+
+    files = sorted(model_dir.rglob("*.safetensors")) if model_dir.is_dir() else []
+    if not files:
+        return None
+    sizes = {"decode": 0, "mtp": 0, "vision": 0, "embedding": 0}
+    try:
+        for f in files:
+            with f.open("rb") as fh:
+                (n,) = struct.unpack("<Q", fh.read(8))
+                header = json.loads(fh.read(n))
+            for name, meta in header.items():
+                if name == "__metadata__":
+                    continue
+                start, end = meta["data_offsets"]
+                sizes[_tensor_class(name)] += int(end) - int(start)
+    except (OSError, ValueError, KeyError, TypeError, struct.error):
+        return None
+    return CheckpointBytes(
+        path=str(model_dir),
+        files=len(files),
+        fileBytes=weight_bytes_from_files(files),
+        decodeWeightBytes=sizes["decode"],
+        mtpHeadBytes=sizes["mtp"],
+        embeddingBytes=sizes["embedding"],
+        visionBytes=sizes["vision"],
+    )
