@@ -119,20 +119,23 @@ def render_report(
     artifacts_dir: Path, out_dir: Path | None = None, reference_dir: Path | None = None
 ) -> Path:
     """Render REPORT.md and its charts into ``out_dir`` (default: ``artifacts_dir/report``)."""
-    from bench.report_charts import render_charts
+    from bench.report_charts import ChartWorker, render_charts
     from bench.report_claims import single_request, speculative, sweeps
 
-    artifacts_dir = Path(artifacts_dir)
-    rs = load_runset(artifacts_dir)
-    reference = load_runset(reference_dir) if reference_dir is not None else None
-    if reference is not None and reference.source_kind != "reference":
-        raise InputError(str(reference_dir), "not a reference set (no seed-published.json)")
-    out = Path(out_dir) if out_dir is not None else artifacts_dir / "report"
-    out.mkdir(parents=True, exist_ok=True)
-    for stale in ("decode.png", "ttft.png", "concurrency.png", "acceptance.png"):
-        (out / stale).unlink(missing_ok=True)
-    single = speculative(single_request(rs.runs))
-    charts = render_charts(out, single, sweeps(rs), rs.simulated)
-    path = out / "REPORT.md"
-    write_text(path, render_markdown(rs, charts, reference))
-    return path
+    # Started first: its matplotlib import overlaps the loading below (see report_charts).
+    worker = ChartWorker()
+    try:
+        artifacts_dir = Path(artifacts_dir)
+        rs = load_runset(artifacts_dir)
+        reference = load_runset(reference_dir) if reference_dir is not None else None
+        if reference is not None and reference.source_kind != "reference":
+            raise InputError(str(reference_dir), "not a reference set (no seed-published.json)")
+        out = Path(out_dir) if out_dir is not None else artifacts_dir / "report"
+        out.mkdir(parents=True, exist_ok=True)
+        single = speculative(single_request(rs.runs))
+        charts = render_charts(out, single, sweeps(rs), rs.simulated, worker)
+        path = out / "REPORT.md"
+        write_text(path, render_markdown(rs, charts, reference))
+        return path
+    finally:
+        worker.close()

@@ -191,3 +191,21 @@ def _safetensors(path: Path, sizes: dict[str, int]) -> None:
         off += n
     raw = json.dumps(header).encode()
     path.write_bytes(struct.pack("<Q", len(raw)) + raw + b"\0" * off)
+
+
+def test_charts_are_redrawn_only_when_their_data_changes(art: Path, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    render_report(art, out)
+    pngs = {p.name: p.stat().st_mtime_ns for p in out.glob("*.png")}
+    assert set(pngs) == {"decode.png", "ttft.png", "concurrency.png", "acceptance.png"}
+    render_report(art, out)
+    assert {p.name: p.stat().st_mtime_ns for p in out.glob("*.png")} == pngs
+    # A changed figure redraws the charts showing it; the acceptance chart is untouched.
+    f = art / "payloads" / "vllm-dflash-c1.json"
+    p = read_payload(f)
+    write_payload(f, p.model_copy(update={"ttftMs": p.ttftMs}))  # same data: still cached
+    render_report(art, out)
+    assert (out / "acceptance.png").stat().st_mtime_ns == pngs["acceptance.png"]
+    (out / "decode.png").write_bytes(b"tampered")  # a PNG that is not the one drawn
+    render_report(art, out)
+    assert (out / "decode.png").read_bytes().startswith(b"\x89PNG")
