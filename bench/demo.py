@@ -53,7 +53,7 @@ def run_demo(
 
 
 def render(artifacts: Path, out: Path) -> Path:
-    """REPORT.md through the report renderer (bench.report.render_report, helper H4)."""
+    """REPORT.md through the report renderer (bench.report.render_report)."""
     try:
         from bench.report import render_report  # type: ignore[attr-defined,unused-ignore]
     except ImportError:

@@ -172,29 +172,16 @@ def _now() -> str:
 
 
 def capture_hardware() -> Hardware:
-    """Hardware of this host via bench.hardware (H7); a CPU_ONLY record if that is missing."""
-    try:
-        from bench.hardware import capture
-    except ImportError:  # call site for bench.hardware.capture(allow_no_gpu=True)
-        import os
-        import platform
+    """Hardware of this host (bench.hardware); a CPU_ONLY record where no NVIDIA GPU is."""
+    from bench.hardware import capture
 
-        return Hardware(
-            hwClass="CPU_ONLY",
-            gpuName="none",
-            gpuCount=0,
-            vramGb=0,
-            cpu=platform.processor() or platform.machine(),
-            ramGb=round(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30, 1),
-            os=platform.platform(),
-        )
     return capture(allow_no_gpu=True)
 
 
 def capture_provenance(
     exp: Experiment, opts: MatrixOptions, hw: Hardware, experiment_path: Path | None
 ) -> dict[str, Any]:
-    """Provenance via bench.provenance (H7): versions, git SHA, images as pinned here."""
+    """Provenance (bench.provenance): versions, git SHA, images as pinned here."""
     import sys
 
     from bench.provenance import ImageRef, capture

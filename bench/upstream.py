@@ -25,11 +25,7 @@ import subprocess
 import sys
 import tempfile
 import zipfile
-from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any
-
-import yaml
 
 from bench.atomic import sha256_file, write_text
 from bench.errors import InputError, RunError
@@ -43,8 +39,6 @@ COMPLETE_MARKER = ".specbench-complete"
 
 # Engine name in the experiment -> its PyPI distribution.
 ENGINE_PACKAGES: dict[str, str] = {"vllm": "vllm", "sglang": "sglang"}
-# Used only when the experiment file (H3) cannot be read yet; the experiment is the source of truth.
-FALLBACK_VERSIONS: dict[str, str] = {"vllm": "0.33.0", "sglang": "0.5.19"}
 # Both wheels are CPython 3.11-compatible manylinux x86_64 builds; asking pip for exactly that
 # platform keeps the download identical whatever machine runs it.
 PIP_PLATFORM_ARGS = (
@@ -53,8 +47,12 @@ PIP_PLATFORM_ARGS = (
     "cp",
     "--python-version",
     "3.11",
+    # pip matches --platform literally: list every manylinux tag the pinned wheels carry
+    # (sglang 0.5.19: manylinux_2_34; vllm 0.33.0: manylinux_2_28).
     "--platform",
     "manylinux_2_34_x86_64",
+    "--platform",
+    "manylinux_2_28_x86_64",
 )
 
 
@@ -89,69 +87,26 @@ def cache_dir() -> Path:
     return Path(env).expanduser() if env else REPO_ROOT / ".cache" / "upstream"
 
 
-def _field(obj: Any, *names: str) -> Any:
-    """First present attribute or key among ``names`` (pydantic model or plain mapping)."""
-    for name in names:
-        if isinstance(obj, Mapping):
-            if obj.get(name) is not None:
-                return obj[name]
-        elif getattr(obj, name, None) is not None:
-            return getattr(obj, name)
-    return None
-
-
-def _engines_section(experiment_path: Path) -> Any:
-    """The experiment's engines section, through H3's loader when it exists, else the raw YAML."""
-    try:
-        from bench.experiment import load_experiment  # H3's module; may not exist yet
-    except ImportError:
-        try:
-            raw = yaml.safe_load(experiment_path.read_text(encoding="utf-8"))
-        except (OSError, yaml.YAMLError) as err:
-            raise InputError(str(experiment_path), f"cannot read the experiment: {err}") from err
-        return raw.get("engines") if isinstance(raw, Mapping) else None
-    return load_experiment(experiment_path).engines
-
-
-def _iter_engines(engines: Any) -> Iterable[tuple[str, Any]]:
-    if isinstance(engines, Mapping):
-        yield from ((str(k), v) for k, v in engines.items())
-    elif isinstance(engines, list | tuple):
-        for entry in engines:
-            name = _field(entry, "name", "engine")
-            if name is not None:
-                yield str(name), entry
-
-
 def pinned_packages(experiment_path: Path | None = None) -> list[PinnedPackage]:
-    """The pinned vLLM and SGLang distributions, read from the experiment's engines section.
+    """The pinned vLLM and SGLang distributions, read from the experiment's ``images`` section
+    (the one source of truth); one version per engine, or an InputError naming the field."""
+    from bench.experiment import load_experiment
 
-    Falls back to FALLBACK_VERSIONS only when the experiment file does not exist (before H3's
-    experiment lands); a present file that lacks an engine's version is an InputError.
-    """
     path = experiment_path or DEFAULT_EXPERIMENT
     if not path.exists():
-        if experiment_path is not None:
-            raise InputError(str(path), "experiment file not found")
-        return [
-            PinnedPackage(engine=e, name=ENGINE_PACKAGES[e], version=v)
-            for e, v in FALLBACK_VERSIONS.items()
-        ]
+        raise InputError(str(path), "experiment file not found")
     found: dict[str, str] = {}
-    for key, entry in _iter_engines(_engines_section(path)):
-        engine = str(_field(entry, "engine") or key)  # images may be keyed "sglang-stock"
-        version = _field(entry, "upstream_version", "version")
-        if engine not in ENGINE_PACKAGES or version is None:
-            continue
-        version = str(version).lstrip("v")
-        if found.setdefault(engine, version) != version:
+    for key, image in load_experiment(path).images.items():
+        version = image.version.lstrip("v")
+        if found.setdefault(image.engine, version) != version:
             raise InputError(
-                f"{path}: engines.{key}.version",
-                f"{engine} pinned at both {found[engine]} and {version}; one version per engine",
+                f"{path}: images.{key}.version",
+                f"{image.engine} pinned at both {found[image.engine]} and {version}; "
+                "one version per engine",
             )
     missing = sorted(set(ENGINE_PACKAGES) - set(found))
     if missing:
-        raise InputError(f"{path}: engines", f"no upstream version for {', '.join(missing)}")
+        raise InputError(f"{path}: images", f"no upstream version for {', '.join(missing)}")
     return [PinnedPackage(engine=e, name=ENGINE_PACKAGES[e], version=found[e]) for e in found]
 
 

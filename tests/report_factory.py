@@ -238,7 +238,7 @@ def lock_for(specs: list[Spec]) -> dict[str, Any]:
 
 
 def experiment_lock() -> dict[str, Any]:
-    """The lock the matrix writes for the seed experiment (H3's model, unchanged)."""
+    """The lock the matrix writes for the seed experiment (the experiment model, unchanged)."""
     from bench.experiment import load_experiment
 
     exp = load_experiment("bench/experiments/qwen38-27b-gptq-2x3090.yaml")

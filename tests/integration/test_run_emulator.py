@@ -1,4 +1,4 @@
-"""`specbench run` against H2's emulator (bench.emulator): the payload is labelled SIMULATED
+"""`specbench run` against the emulator (bench.emulator): the payload is labelled SIMULATED
 without being told, timing matches the emulator's truth, and the acceptance figures from the
 counter deltas equal the emulator's per-request truth."""
 
