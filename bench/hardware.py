@@ -10,7 +10,6 @@ code the tests check. GPU UUIDs are hashed at recording time: a dump never holds
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import platform
 import re
@@ -21,11 +20,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Final, Literal
 
-from pydantic import Field, ValidationError
+from pydantic import Field
 
 from bench.errors import InputError
 from bench.hardware_schema import GpuEntry, GpuExtended, Hardware, HardwareExtended
-from bench.models import StrictModel
+from bench.models import StrictModel, read_json_model
 
 DUMP_SCHEMA: Final = "specbench.nvml-dump/1"
 
@@ -529,15 +528,7 @@ def capture(allow_no_gpu: bool = False, run: Runner | None = None) -> Hardware:
 
 def read_dump(path: Path) -> NvmlDump:
     """Load a recorded dump (fixture or ``specbench hardware --dump``); InputError if malformed."""
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-        return NvmlDump.model_validate(data)
-    except (OSError, json.JSONDecodeError) as err:
-        raise InputError(str(path), f"cannot read NVML dump: {err}") from None
-    except ValidationError as err:
-        from bench.errors import describe_validation_error
-
-        raise describe_validation_error(str(path), err) from None
+    return read_json_model(path, NvmlDump)
 
 
 def _now() -> str:

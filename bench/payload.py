@@ -14,9 +14,8 @@ from typing import Any, Final, Literal
 from pydantic import Field, ValidationError, field_validator, model_validator
 
 from bench.atomic import write_text
-from bench.errors import describe_validation_error
 from bench.hardware_schema import Hardware
-from bench.models import MutableModel, StrictModel
+from bench.models import MutableModel, StrictModel, read_json_model
 from bench.stats import Summary
 from bench.telemetry import TelemetrySummary
 
@@ -270,16 +269,7 @@ def write_payload(path: Path, payload: Payload) -> None:
 
 def read_payload(path: Path) -> Payload:
     """Read and validate a payload; an InputError names the file and the field at fault."""
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as err:
-        from bench.errors import InputError
-
-        raise InputError(str(path), f"cannot read JSON: {err}") from None
-    try:
-        return Payload.model_validate(data)
-    except ValidationError as err:
-        raise describe_validation_error(str(path), err) from None
+    return read_json_model(path, Payload)
 
 
 class Problem(StrictModel):

@@ -9,14 +9,12 @@ spread ("stddev <= 0.15 tok/s, n=5") is used as an explicitly labelled assumptio
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import Field, ValidationError
+from pydantic import Field
 
-from bench.errors import InputError, describe_validation_error
-from bench.models import StrictModel
+from bench.models import StrictModel, read_json_model
 from bench.report_model import (
     CommandBlock,
     ConcurrencyFact,
@@ -100,14 +98,7 @@ def is_reference_dir(path: Path) -> bool:
 
 def read_reference(path: Path) -> ReferenceSet:
     f = path / REFERENCE_FILE if path.is_dir() else path
-    try:
-        data = json.loads(f.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as err:
-        raise InputError(str(f), f"cannot read JSON: {err}") from None
-    try:
-        return ReferenceSet.model_validate(data)
-    except ValidationError as err:
-        raise describe_validation_error(str(f), err) from None
+    return read_json_model(f, ReferenceSet)
 
 
 def _bounds(ref: ReferenceSet, metric: str) -> dict[str, float]:

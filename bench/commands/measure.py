@@ -119,6 +119,7 @@ def run(
     from bench.errors import describe_validation_error
     from bench.hardware_schema import Hardware
     from bench.measure import RunSpec, measure
+    from bench.models import read_json_model
     from bench.payload import write_payload
 
     for name, value, low in (
@@ -137,12 +138,7 @@ def run(
         raise InputError("--spec-num-tokens", f"required with --spec-method {spec_method}")
     if spec_num_tokens is not None:
         _positive("--spec-num-tokens", spec_num_tokens)
-    try:
-        hw = Hardware.model_validate(json.loads(hardware.read_text(encoding="utf-8")))
-    except (OSError, ValueError) as err:
-        if isinstance(err, ValidationError):
-            raise describe_validation_error(f"--hardware {hardware}", err) from None
-        raise InputError("--hardware", f"cannot read {hardware}: {err}") from None
+    hw = read_json_model(hardware, Hardware, source=f"--hardware {hardware}")
     try:
         spec = RunSpec(
             engine=engine.value,
