@@ -22,6 +22,7 @@ Sizing, two ways:
 from __future__ import annotations
 
 import hashlib
+import os
 import random
 import secrets
 from collections.abc import Awaitable, Callable
@@ -62,6 +63,27 @@ def strip_nonce(prompt: str) -> str:
 
 def prompt_sha256(prompt: str) -> str:
     return hashlib.sha256(strip_nonce(prompt).encode()).hexdigest()
+
+
+def hf_cache_dir() -> Path:
+    """The HF hub cache: $HF_HUB_CACHE, else $HF_HOME/hub, else ~/.cache/huggingface/hub."""
+    if os.environ.get("HF_HUB_CACHE"):
+        return Path(os.environ["HF_HUB_CACHE"]).expanduser()
+    home = os.environ.get("HF_HOME")
+    return (Path(home).expanduser() if home else Path.home() / ".cache" / "huggingface") / "hub"
+
+
+def find_cached_tokenizer(hf_id: str, revision: str | None = None) -> Path | None:
+    """The target's tokenizer.json in the local HF cache (no download): the snapshot of
+    ``revision`` if given, else the one ``refs/main`` points at; None when it is not there."""
+    repo = hf_cache_dir() / ("models--" + hf_id.replace("/", "--"))
+    if revision is None:
+        ref = repo / "refs" / "main"
+        revision = ref.read_text(encoding="utf-8").strip() if ref.is_file() else None
+    if revision is None:
+        return None
+    path = repo / "snapshots" / revision / "tokenizer.json"
+    return path if path.is_file() else None
 
 
 class TokenCounter(Protocol):

@@ -85,7 +85,11 @@ def run(
     iterations: Annotated[int, typer.Option(help="measured iterations")] = 5,
     temperature: Annotated[float, typer.Option(help="sampling temperature")] = 0.0,
     tokenizer: Annotated[
-        Path | None, typer.Option(help="folder with the target's tokenizer.json")
+        Path | None,
+        typer.Option(
+            help="folder with the target's tokenizer.json (default: the target's snapshot in "
+            "the local Hugging Face cache, if there; else the server's own count is used)"
+        ),
     ] = None,
     allow_prompt_mismatch: Annotated[
         bool, typer.Option(help="record a prompt-count mismatch as a warning, not an error")
@@ -121,6 +125,7 @@ def run(
     from bench.measure import RunSpec, measure
     from bench.models import read_json_model
     from bench.payload import write_payload
+    from bench.workload import find_cached_tokenizer
 
     for name, value, low in (
         ("--prompt-tokens", prompt_tokens, 1),
@@ -155,7 +160,7 @@ def run(
             concurrency=concurrency,
             warmup=warmup,
             iterations=iterations,
-            tokenizer=tokenizer,
+            tokenizer=tokenizer or find_cached_tokenizer(hf_id),
             allow_prompt_mismatch=allow_prompt_mismatch,
             request_timeout_s=request_timeout,
             simulated=simulated,

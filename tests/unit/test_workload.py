@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from bench.errors import InputError
-from bench.workload import PromptFactory, load_tokenizer, prompt_sha256
+from bench.workload import PromptFactory, find_cached_tokenizer, load_tokenizer, prompt_sha256
 
 OVERHEAD = 9
 
@@ -58,3 +58,23 @@ def test_impossible_sizes_are_input_errors(tmp_path: Path) -> None:
     assert f.words is not None
     with pytest.raises(InputError, match="--tokenizer"):
         load_tokenizer(tmp_path / "nope")
+
+
+def test_cached_tokenizer_found_in_the_hf_cache_layout(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path))
+    repo = tmp_path / "models--btbtyler09--Qwen3.8-27B-GPTQ-4bit"
+    assert find_cached_tokenizer("btbtyler09/Qwen3.8-27B-GPTQ-4bit") is None
+    old, new = repo / "snapshots" / ("a" * 40), repo / "snapshots" / ("b" * 40)
+    for snap in (old, new):
+        snap.mkdir(parents=True)
+        (snap / "tokenizer.json").write_text("{}")
+    (repo / "refs").mkdir()
+    (repo / "refs" / "main").write_text("b" * 40 + "\n")
+    assert find_cached_tokenizer("btbtyler09/Qwen3.8-27B-GPTQ-4bit") == new / "tokenizer.json"
+    assert find_cached_tokenizer("btbtyler09/Qwen3.8-27B-GPTQ-4bit", "a" * 40) == (
+        old / "tokenizer.json"
+    )
+    assert find_cached_tokenizer("btbtyler09/Qwen3.8-27B-GPTQ-4bit", "c" * 40) is None
+    assert find_cached_tokenizer("someone/else") is None
