@@ -285,11 +285,12 @@ def _experiment_infos(
     return tuple(infos), tuple(commands), source_text, title
 
 
-def _validator_verdict(path: Path) -> str:
-    """The offline validator's (bench.payload.check_payload_file) verdict in a few words."""
-    from bench.payload import check_payload_file
+def _validator_verdict(payload: Payload, path: Path) -> str:
+    """The offline validator's verdict in a few words: ``check_payload`` on the payload already
+    read (what ``check_payload_file`` does after parsing, without parsing the file again)."""
+    from bench.payload import check_payload
 
-    problems = check_payload_file(path)
+    problems = check_payload(payload, str(path))
     errors = [p for p in problems if p.severity == "error"]
     if not errors:
         return "validator: pass"
@@ -323,7 +324,7 @@ def load_artifacts(artifacts_dir: Path) -> RunSet:
         rv = run_view(p, f.stem, logs)
         runs.append(rv)
         codes = ", ".join(r.code for r in rv.reasons if r.severity == "invalid")
-        verdicts[rel] = _validator_verdict(f)
+        verdicts[rel] = _validator_verdict(p, f)
         verdicts[rel] += "; run valid" if rv.valid else f"; run INVALID ({codes})"
         if rv.simulated:
             verdicts[rel] += "; SIMULATED"
