@@ -247,6 +247,7 @@ class Experiment(StrictModel):
 
     schema_: Literal["specbench.experiment/1"] = Field(alias="schema")
     name: Name
+    title: str | None = Field(default=None, description="the report's title (default: name)")
     description: str = ""
     served_model: str = Field(min_length=1, description="alias the servers expose")
     quantization: str = Field(min_length=1)

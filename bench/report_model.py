@@ -205,6 +205,9 @@ class RunSet(StrictModel):
     notes: tuple[str, ...] = ()
     machine_tables: tuple[Table, ...] = ()
     roofline: RooflineSection | None = None
+    emulator_time_scale: float | None = Field(
+        default=None, description="the matrix's --time-scale override of the emulator, if any"
+    )
 
     @property
     def simulated(self) -> bool:
