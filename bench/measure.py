@@ -337,7 +337,8 @@ def _payload(
             )
     if spec.allow_prompt_mismatch:
         counts = {r.prompt_tokens for it in measured for r in it.requests}
-        if counts - {spec.prompt_tokens}:
+        # None = no usage: that request is invalid for its own reason, not a mismatch.
+        if counts - {spec.prompt_tokens, None}:
             warnings.append(
                 f"prompt mismatch allowed: server counted {sorted(c for c in counts if c)} "
                 f"prompt tokens, requested {spec.prompt_tokens}"
