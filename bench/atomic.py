@@ -33,3 +33,29 @@ def sha256_file(path: Path) -> str:
         for block in iter(lambda: fh.read(1 << 20), b""):
             h.update(block)
     return h.hexdigest()
+
+
+def ensure_dir(path: Path, where: str) -> Path:
+    """Create the folder ``path`` (and its parents) or raise InputError naming ``where``."""
+    from bench.errors import InputError
+
+    if path.exists() and not path.is_dir():
+        raise InputError(where, f"{path} is a file, not a folder")
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise InputError(where, f"cannot create folder {path}: {err.strerror or err}") from None
+    return path
+
+
+def ensure_writable_file(path: Path, where: str) -> Path:
+    """Check up front that ``path`` can be written (its folder exists or can be made, and it is
+    not a folder), so that a long run does not fail only when it saves its result."""
+    from bench.errors import InputError
+
+    if path.is_dir():
+        raise InputError(where, f"{path} is a folder, not a file")
+    ensure_dir(path.parent, where)
+    if not os.access(path.parent, os.W_OK):
+        raise InputError(where, f"folder {path.parent} is not writable")
+    return path

@@ -6,6 +6,7 @@ assembles them and turns our errors into one-line messages and exit codes.
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Sequence
 
@@ -49,3 +50,14 @@ def main(argv: Sequence[str] | None = None) -> None:
     except KeyboardInterrupt:
         typer.echo("specbench: interrupted", err=True)
         sys.exit(130)
+    except Exception as err:
+        # A bug, not bad input: one line for the user, the traceback only on request.
+        if os.environ.get("SPECBENCH_DEBUG") == "1":
+            raise
+        msg = " ".join(str(err).split())
+        typer.echo(
+            f"specbench: internal error: {type(err).__name__}: {msg} "
+            "(re-run with SPECBENCH_DEBUG=1 for the traceback)",
+            err=True,
+        )
+        sys.exit(1)

@@ -35,3 +35,14 @@ def describe_validation_error(source: str, err: ValidationError) -> InputError:
     more = len(err.errors()) - 1
     suffix = f" (and {more} more problem{'s' if more > 1 else ''})" if more else ""
     return InputError(f"{source}: {loc}", f"{first['msg']}{suffix}")
+
+
+def describe_yaml_error(err: Exception) -> str:
+    """One line for a PyYAML error: the problem and where (PyYAML's own text spans lines)."""
+    problem = getattr(err, "problem", None)
+    if not problem:
+        return " ".join(str(err).split())
+    context = getattr(err, "context", None)
+    mark = getattr(err, "problem_mark", None)
+    where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+    return f"{context + ': ' if context else ''}{problem}{where}"

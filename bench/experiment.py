@@ -15,7 +15,7 @@ from typing import Annotated, Any, Literal
 import yaml
 from pydantic import AliasChoices, Field, ValidationError, field_validator, model_validator
 
-from bench.errors import InputError, describe_validation_error
+from bench.errors import InputError, describe_validation_error, describe_yaml_error
 from bench.models import StrictModel
 from bench.payload import EngineName, SpecMethod, canonical_spec_method
 
@@ -377,5 +377,5 @@ def load_experiment(path: Path | str) -> Experiment:
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as err:
-        raise InputError(str(p), f"not valid YAML: {err}") from None
+        raise InputError(str(p), f"not valid YAML: {describe_yaml_error(err)}") from None
     return parse_experiment(data, str(p))

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import Field
 
 from bench.artifacts import Artifacts
-from bench.atomic import write_text
+from bench.atomic import ensure_dir, write_text
 from bench.engines import get_engine
 from bench.engines.base import DEFAULT_MODEL_CACHE, ContainerSpec
 from bench.errors import InputError, RunError, SpecbenchError
@@ -285,7 +285,7 @@ def run_matrix(
                 + " (resolve them, or pass --allow-unpinned to run by tag)",
             )
     arts = Artifacts(opts.out)
-    opts.out.mkdir(parents=True, exist_ok=True)
+    ensure_dir(opts.out, "--out")
     run_id = opts.run_id or new_run_id()
     import json
 

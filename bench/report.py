@@ -12,7 +12,7 @@ import shlex
 from pathlib import Path
 from typing import Any
 
-from bench.atomic import write_text
+from bench.atomic import ensure_dir, write_text
 from bench.errors import InputError
 from bench.report_model import RunSet, RunView
 from bench.report_text import (
@@ -131,7 +131,7 @@ def render_report(
         if reference is not None and reference.source_kind != "reference":
             raise InputError(str(reference_dir), "not a reference set (no seed-published.json)")
         out = Path(out_dir) if out_dir is not None else artifacts_dir / "report"
-        out.mkdir(parents=True, exist_ok=True)
+        ensure_dir(out, "--out")
         single = speculative(single_request(rs.runs))
         charts = render_charts(out, single, sweeps(rs), rs.simulated, worker)
         path = out / "REPORT.md"

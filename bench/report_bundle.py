@@ -12,7 +12,7 @@ import tarfile
 import tempfile
 from pathlib import Path
 
-from bench.atomic import sha256_file, write_bytes, write_text
+from bench.atomic import ensure_dir, sha256_file, write_bytes, write_text
 from bench.errors import InputError
 from bench.payload import read_payload
 
@@ -79,8 +79,11 @@ def publish(artifacts_dir: Path, out_dir: Path, tarball: bool = False) -> Path:
     bad = [f.path for f in rs.files if "MISMATCH" in f.verdict or "FAILS" in f.verdict]
     if bad:
         raise InputError(str(artifacts_dir), f"refusing to publish: {', '.join(bad)} failed checks")
+    if out_dir.exists() and not out_dir.is_dir():
+        raise InputError(str(out_dir), "exists and is a file, not a folder")
     if out_dir.exists() and any(out_dir.iterdir()):
         raise InputError(str(out_dir), "exists and is not empty")
+    ensure_dir(out_dir.parent, "--out")
     staging = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", dir=out_dir.parent))
     try:
         shutil.copytree(artifacts_dir, staging / ARTIFACTS, ignore=shutil.ignore_patterns("report"))
@@ -116,7 +119,11 @@ def verify_bundle(path: Path) -> list[str]:
     """Every problem found in a bundle folder or tarball; an empty list means it is intact."""
     if path.is_file():
         with tempfile.TemporaryDirectory() as tmp:
-            return _verify_dir(_safe_extract(path, Path(tmp)))
+            try:
+                root = _safe_extract(path, Path(tmp))
+            except tarfile.TarError:
+                raise InputError(str(path), "not a bundle folder or a readable tarball") from None
+            return _verify_dir(root)
     if not path.is_dir():
         raise InputError(str(path), "no such bundle (folder or .tar.gz)")
     return _verify_dir(path)

@@ -16,7 +16,7 @@ def register(app: typer.Typer) -> None:
     @app.command("emulate")
     def emulate(
         engine: Annotated[str, typer.Argument(help="Engine shape: vllm or sglang.")],
-        port: Annotated[int, typer.Option(help="Port to listen on.")],
+        port: Annotated[int, typer.Option(help="Port to listen on.", min=0, max=65535)],
         host: Annotated[str, typer.Option(help="Address to bind.")] = "127.0.0.1",
         profile: Annotated[
             str | None,
@@ -45,8 +45,11 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Run a SIMULATED vLLM- or SGLang-shaped server with a known schedule (never a
         measurement; every response carries x-specbench-emulator: 1)."""
+        from pydantic import ValidationError
+
         from bench.emulator.profile import FailMode, ProfileError
         from bench.emulator.runner import resolve_profile, run_process
+        from bench.errors import describe_validation_error
 
         if engine not in ("vllm", "sglang"):
             raise InputError("engine", f"{engine!r} is not one of vllm, sglang")
@@ -70,6 +73,8 @@ def register(app: typer.Typer) -> None:
                 served_model=served_model,
                 max_running_requests=max_running_requests,
             )
+        except ValidationError as err:
+            raise describe_validation_error("emulate", err) from None
         except (ProfileError, ValueError) as err:
             raise InputError("--profile", str(err)) from None
         raise typer.Exit(run_process(prof, host=host, port=port, seed=seed))

@@ -12,13 +12,16 @@ import typer
 from bench.errors import InputError
 
 
-def _write(out: Path | None, text: str) -> None:
-    from bench.atomic import write_text
+def _write(out: Path | None, text: str, where: str = "--out") -> None:
+    from bench.atomic import ensure_writable_file, write_text
 
     if out is None:
         typer.echo(text)
     else:
-        write_text(out, text + "\n")
+        try:
+            write_text(ensure_writable_file(out, where), text + "\n")
+        except OSError as err:
+            raise InputError(where, f"cannot write {out}: {err.strerror or err}") from None
         typer.echo(f"wrote {out}", err=True)
 
 
@@ -45,7 +48,7 @@ def hardware_cmd(
     else:
         raw, why = hw.record()
         if dump is not None and raw is not None:
-            _write(dump, raw.model_dump_json(indent=2))
+            _write(dump, raw.model_dump_json(indent=2), "--dump")
         if raw is not None and raw.gpus:
             record = hw.build_hardware(raw)
         elif allow_no_gpu:
@@ -66,16 +69,14 @@ def provenance_cmd(
 ) -> None:
     """Record git SHA, versions, driver/CUDA, Docker and container toolkit as provenance.json."""
     from bench.hardware_schema import Hardware
+    from bench.models import read_json_model
     from bench.provenance import capture
 
     if experiment is not None and not experiment.is_file():
         raise InputError(str(experiment), "experiment file not found")
     hw = None
     if hardware_json is not None:
-        try:
-            hw = Hardware.model_validate_json(hardware_json.read_text(encoding="utf-8"))
-        except (OSError, ValueError) as err:
-            raise InputError(str(hardware_json), f"not a hardware.json: {err}") from None
+        hw = read_json_model(hardware_json, Hardware, source=f"--hardware {hardware_json}")
     _write(out, capture(experiment_path=experiment, hardware=hw).model_dump_json(indent=2))
 
 
@@ -139,14 +140,20 @@ def roofline_cmd(
     measured: Annotated[float | None, typer.Option("--measured", help="tok/s to compare")] = None,
 ) -> None:
     """Print the bandwidth decode ceiling of a configuration (and a measured efficiency)."""
+    from pydantic import ValidationError
+
+    from bench.errors import describe_validation_error
     from bench.hardware_schema import Hardware
+    from bench.models import read_json_model
     from bench.roofline import BandwidthSource, card_bandwidth, ceiling, efficiency
 
+    if measured is not None and measured <= 0:
+        raise InputError("--measured", f"must be positive, got {measured}")
     source: BandwidthSource = "given"
     if bandwidth_gbs is None:
         if hardware_json is None:
             raise InputError("roofline", "give --bandwidth-gbs or --hardware")
-        hw = Hardware.model_validate_json(hardware_json.read_text(encoding="utf-8"))
+        hw = read_json_model(hardware_json, Hardware, source=f"--hardware {hardware_json}")
         found = card_bandwidth(hw)
         if found is None:
             raise InputError(str(hardware_json), "no known bandwidth for these GPUs")
@@ -162,6 +169,8 @@ def roofline_cmd(
             tokens_per_step=tokens_per_step,
             bandwidth_source=source,
         )
+    except ValidationError as err:
+        raise describe_validation_error("roofline", err) from None
     except ValueError as err:
         raise InputError("roofline", str(err)) from None
     doc = {"roofline": roof.model_dump()}

@@ -44,29 +44,34 @@ def matrix(
     progress: Annotated[bool, typer.Option(help="show the progress bar")] = True,
 ) -> None:
     """Run every configuration: one server per configuration, every concurrency level."""
+    from pydantic import ValidationError
+
     from bench.engines.base import DEFAULT_MODEL_CACHE
-    from bench.errors import InputError, RunError
+    from bench.errors import InputError, RunError, describe_validation_error
     from bench.experiment import load_experiment
     from bench.matrix import DEFAULT_EMULATOR_IMAGE, MatrixOptions, run_matrix
 
     if launcher not in ("docker", "process"):
         raise InputError("--launcher", f"must be docker or process, not {launcher!r}")
     exp = load_experiment(experiment)
-    opts = MatrixOptions(
-        out=out,
-        only=only or [],
-        resume=resume,
-        launcher="docker" if launcher == "docker" else "process",
-        emulate=emulate,
-        time_scale=time_scale,
-        allow_unpinned=allow_unpinned,
-        model_cache=model_cache or DEFAULT_MODEL_CACHE,
-        emulator_image=emulator_image or DEFAULT_EMULATOR_IMAGE,
-        ready_timeout_s=ready_timeout,
-        iterations=iterations,
-        warmup=warmup,
-        show_progress=progress,
-    )
+    try:
+        opts = MatrixOptions(
+            out=out,
+            only=only or [],
+            resume=resume,
+            launcher="docker" if launcher == "docker" else "process",
+            emulate=emulate,
+            time_scale=time_scale,
+            allow_unpinned=allow_unpinned,
+            model_cache=model_cache or DEFAULT_MODEL_CACHE,
+            emulator_image=emulator_image or DEFAULT_EMULATOR_IMAGE,
+            ready_timeout_s=ready_timeout,
+            iterations=iterations,
+            warmup=warmup,
+            show_progress=progress,
+        )
+    except ValidationError as err:
+        raise describe_validation_error("specbench matrix", err) from None
     result = run_matrix(exp, opts, experiment_path=experiment)
     _print_outcomes(result)
     if result.failed:
@@ -96,7 +101,10 @@ def demo(
 
     Everything it writes is SIMULATED."""
     from bench.demo import run_demo
+    from bench.errors import InputError
 
+    if time_scale <= 0:
+        raise InputError("--time-scale", f"must be positive, got {time_scale}")
     result, report = run_demo(out, time_scale=time_scale, show_progress=progress)
     _print_outcomes(result)
     typer.echo(f"SIMULATED report: {report}")

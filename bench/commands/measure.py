@@ -120,6 +120,7 @@ def run(
     from pydantic import ValidationError
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
+    from bench.atomic import ensure_writable_file
     from bench.errors import describe_validation_error
     from bench.hardware_schema import Hardware
     from bench.measure import RunSpec, measure
@@ -144,6 +145,12 @@ def run(
     if spec_num_tokens is not None:
         _positive("--spec-num-tokens", spec_num_tokens)
     hw = read_json_model(hardware, Hardware, source=f"--hardware {hardware}")
+    # Checked before measuring: a long run must not be lost to a bad path at the end.
+    ensure_writable_file(out, "--out")
+    if tokenizer is not None:
+        tok_file = tokenizer / "tokenizer.json" if tokenizer.is_dir() else tokenizer
+        if not tok_file.is_file():
+            raise InputError("--tokenizer", f"{tok_file} does not exist (expected tokenizer.json)")
     try:
         spec = RunSpec(
             engine=engine.value,
@@ -222,7 +229,10 @@ def run(
 
 
 def validate(
-    files: Annotated[list[Path], typer.Argument(help="payload files")],
+    files: Annotated[
+        list[Path],
+        typer.Argument(help="payload files", exists=True, dir_okay=False, readable=True),
+    ],
     as_json: Annotated[bool, typer.Option("--json", help="machine-readable output")] = False,
 ) -> None:
     """Offline dry-run validator: exit 0 when every file is valid, 1 with file, JSON path and

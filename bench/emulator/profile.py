@@ -18,6 +18,8 @@ from typing import Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from bench.errors import describe_yaml_error
+
 PROFILE_DIR = "profiles"
 
 
@@ -194,7 +196,7 @@ def load_profile(name_or_path: str | Path) -> Profile:
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as err:
-        raise ProfileError(f"{source}: not valid YAML: {err}") from err
+        raise ProfileError(f"{source}: not valid YAML: {describe_yaml_error(err)}") from err
     try:
         return Profile.model_validate(data)
     except ValidationError as err:

@@ -21,6 +21,7 @@ from typing import Any, TextIO
 
 from bench.emulator.profile import FailMode, Profile, load_profile
 from bench.emulator.server import EmulatorServer
+from bench.errors import InputError
 
 
 def resolve_profile(
@@ -207,7 +208,12 @@ def run_process(profile: Profile, *, host: str, port: int, seed: int) -> int:
         server = EmulatorServer(
             profile, host=host, port=port, seed=seed, log=log, on_exit=hard_exit
         )
-        await server.start()
+        try:
+            await server.start()
+        except OSError as err:  # address in use, unknown host: the user's --host/--port
+            raise InputError(
+                "--host/--port", f"cannot listen on {host}:{port}: {err.strerror or err}"
+            ) from None
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):

@@ -1,0 +1,233 @@
+"""Bad input to every ``specbench`` sub-command, each run as a real subprocess: exit code 2 (1
+only where a command's contract says a run/validation failed), one line naming the field and
+the reason (or typer's own usage error), and never a traceback."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import NamedTuple
+
+import pytest
+
+from bench.cli import main
+
+REPO = Path(__file__).resolve().parents[2]
+EXP = str(REPO / "bench/experiments/qwen38-27b-gptq-2x3090.yaml")
+NVML_DUMP = str(REPO / "tests/fixtures/hardware/h200-nvml-dump.json")
+HARDWARE = REPO / "tests/fixtures/hardware/h200-hardware.json"
+USAGE = "usage"  # typer/click's own usage error (missing option, unknown flag, bad type)
+
+
+class Case(NamedTuple):
+    argv: str  # split on spaces; {port} is a closed port on 127.0.0.1
+    code: int
+    expect: str  # the field named on the error line, or USAGE
+
+
+def _run(*extra: str) -> str:
+    base = (
+        "run vllm --base-url http://127.0.0.1:{port} --hf-id Qwen/X --served-model x "
+        "--quantization q --hardware hw.json --prompt-tokens 16 --max-tokens 8 --out o/p.json "
+        "--no-telemetry --request-timeout 2"
+    )
+    return " ".join((base, *extra))
+
+
+CASES = [
+    # top level
+    Case("nosuchcommand", 2, USAGE),
+    Case("version extra", 2, USAGE),
+    # run: missing options, wrong types, bad enums, bad numbers, bad files, unreachable server
+    Case("run", 2, USAGE),
+    Case(_run("--prompt-tokens abc"), 2, USAGE),
+    Case(_run().replace("run vllm", "run bogus"), 2, USAGE),
+    Case(_run("--mode local"), 2, USAGE),
+    Case(_run("--spec-method foo"), 2, "--spec-method"),
+    Case(_run("--spec-method dflash"), 2, "--spec-num-tokens"),
+    Case(_run("--concurrency 0"), 2, "--concurrency"),
+    Case(_run("--warmup -1"), 2, "--warmup"),
+    Case(_run("--request-timeout 0"), 2, "--request-timeout"),
+    Case(_run("--temperature -1"), 2, "specbench run: temperature"),
+    Case(_run("--hardware missing.json"), 2, "--hardware missing.json"),
+    Case(_run("--hardware bad.json"), 2, "--hardware bad.json"),
+    Case(_run("--hardware wrong.json"), 2, "--hardware wrong.json"),
+    Case(_run("--tokenizer missing"), 2, "--tokenizer"),
+    Case(_run("--out afile/p.json"), 2, "--out"),
+    Case(_run("--out adir"), 2, "--out"),
+    Case(_run("--base-url notaurl"), 2, "--base-url"),
+    Case(_run(), 2, "--base-url"),  # nothing listens there
+    # validate: unreadable input is bad input; a readable but broken payload is a failure (1)
+    Case("validate missing.json", 2, USAGE),
+    Case("validate adir", 2, USAGE),
+    # schema
+    Case("schema nope", 2, USAGE),
+    # emulate
+    Case("emulate vllm", 2, USAGE),
+    Case("emulate bogus --port 1", 2, "engine"),
+    Case("emulate vllm --port -1", 2, USAGE),
+    Case("emulate vllm --port 1 --fail nope", 2, "--fail"),
+    Case("emulate vllm --port 1 --profile nope", 2, "--profile"),
+    Case("emulate vllm --port 1 --profile bad.yaml", 2, "--profile"),
+    Case("emulate sglang --port 1 --profile vllm-mtp", 2, "--profile"),
+    Case("emulate vllm --port 1 --time-scale 0", 2, "emulate: time_scale"),
+    Case("emulate vllm --port 1 --max-running-requests 0", 2, "emulate: max_running_requests"),
+    Case("emulate vllm --port 0 --host 256.1.1.1", 2, "--host/--port"),
+    # plan / preflight: the experiment file
+    Case("plan missing.yaml", 2, "missing.yaml"),
+    Case("plan bad.yaml", 2, "bad.yaml"),
+    Case("plan list.yaml", 2, "list.yaml"),
+    Case("plan wrongtype.yaml", 2, "wrongtype.yaml: schema"),
+    Case("plan {exp} --only nope", 2, "--only"),
+    Case("preflight {exp}", 2, USAGE),
+    Case("preflight missing.yaml --models-dir adir", 2, "missing.yaml"),
+    Case("preflight {exp} --models-dir missing", 2, "missing"),
+    # matrix / demo
+    Case("matrix {exp}", 2, USAGE),
+    Case("matrix missing.yaml --out m", 2, "missing.yaml"),
+    Case("matrix {exp} --out m --launcher bogus", 2, "--launcher"),
+    Case("matrix {exp} --out m --only nope --launcher process", 2, "--only"),
+    Case(
+        "matrix {exp} --out m --launcher process --iterations 0", 2, "specbench matrix: iterations"
+    ),
+    Case(
+        "matrix {exp} --out m --launcher process --time-scale -1", 2, "specbench matrix: time_scale"
+    ),
+    Case("matrix {exp} --out afile/m --launcher process", 2, "--out"),
+    Case("demo --time-scale 0", 2, "--time-scale"),
+    Case("demo --out afile/demo", 2, "--out"),
+    # report / publish / verify-bundle
+    Case("report missing", 2, "missing"),
+    Case("report adir", 2, "adir"),
+    Case("report art --out afile/r", 2, "--out"),
+    Case("report art --reference missing --out r", 2, "missing"),
+    Case("report art --reference art --out r", 2, "art"),
+    Case("publish missing --out b", 2, "missing"),
+    Case("publish art --out afile/b", 2, "--out"),
+    Case("publish art --out afile", 2, "afile"),
+    Case("verify-bundle missing", 2, "missing"),
+    Case("verify-bundle afile", 2, "afile"),
+    Case("verify-bundle adir", 1, "FAIL SHA256SUMS missing"),  # contract: exit 1, a problem
+    # hardware / provenance / probe / telemetry-sample / roofline
+    Case("hardware --from-dump missing.json", 2, "missing.json"),
+    Case("hardware --from-dump bad.json", 2, "bad.json"),
+    Case("hardware --from-dump {dump} --out afile/hw.json", 2, "--out"),
+    Case("hardware --from-dump {dump} --out adir", 2, "--out"),
+    Case("provenance --experiment missing.yaml", 2, "missing.yaml"),
+    Case("provenance --hardware bad.json", 2, "--hardware bad.json"),
+    Case("provenance --out afile/p.json", 2, "--out"),
+    Case("probe nope", 2, USAGE),
+    Case("probe bandwidth --size-mib 0", 2, USAGE),
+    Case("telemetry-sample --seconds 0", 2, USAGE),
+    Case("roofline", 2, USAGE),
+    Case("roofline --weights-gb 10", 2, "roofline"),
+    Case("roofline --weights-gb 10 --bandwidth-gbs 0", 2, "roofline"),
+    Case("roofline --weights-gb 10 --bandwidth-gbs 900 --cards 0", 2, USAGE),
+    Case("roofline --weights-gb 10 --bandwidth-gbs 900 --context -1", 2, "roofline: contextTokens"),
+    Case("roofline --weights-gb 10 --bandwidth-gbs 900 --measured -1", 2, "--measured"),
+    Case("roofline --weights-gb 10 --hardware bad.json", 2, "--hardware bad.json"),
+    Case("roofline --weights-gb 10 --hardware wrong.json", 2, "--hardware wrong.json: hwClass"),
+]
+
+
+def closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture(scope="module")
+def workdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Bad inputs of every kind, next to one valid artifacts folder (``art``)."""
+    from report_factory import seed_matrix, write_artifacts
+
+    d = tmp_path_factory.mktemp("cli-errors")
+    (d / "adir").mkdir()
+    (d / "afile").write_text("a regular file\n")
+    (d / "bad.json").write_text("{not json\n")
+    (d / "wrong.json").write_text('{"x": 1}\n')
+    (d / "bad.yaml").write_text("a: [1,\n")
+    (d / "list.yaml").write_text("[]\n")
+    (d / "wrongtype.yaml").write_text("name: 3\n")
+    shutil.copy(HARDWARE, d / "hw.json")
+    write_artifacts(d / "art", seed_matrix(simulated=False, sweep=False))
+    return d
+
+
+@pytest.fixture(scope="module")
+def results(workdir: Path) -> Iterator[dict[str, subprocess.CompletedProcess[str]]]:
+    """Every case run once, a few at a time (each is a fresh interpreter, ~0.5 s)."""
+    port = closed_port()
+    env = {**os.environ, "SPECBENCH_DEBUG": "", "COLUMNS": "200"}
+
+    def one(case: Case) -> subprocess.CompletedProcess[str]:
+        argv = case.argv.format(exp=EXP, dump=NVML_DUMP, port=port).split()
+        return subprocess.run(
+            [sys.executable, "-m", "bench", *argv],
+            cwd=workdir,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        yield dict(zip((c.argv for c in CASES), pool.map(one, CASES), strict=True))
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.argv[:70] for c in CASES])
+def test_bad_input(case: Case, results: dict[str, subprocess.CompletedProcess[str]]) -> None:
+    res = results[case.argv]
+    both = res.stdout + res.stderr
+    assert "Traceback" not in both, both
+    assert res.returncode == case.code, both
+    if case.expect == USAGE:
+        assert "Usage: specbench" in res.stderr, res.stderr
+        return
+    if case.code == 1:
+        assert case.expect in res.stdout, both
+        return
+    lines = [ln for ln in res.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1, res.stderr  # one line, nothing else on stderr
+    assert lines[0].startswith(f"specbench: error: {case.expect}"), lines[0]
+    reason = lines[0].removeprefix(f"specbench: error: {case.expect}").lstrip(":").strip()
+    assert reason, lines[0]  # a reason follows the field
+
+
+def test_failed_run_writes_nothing(
+    workdir: Path, results: dict[str, subprocess.CompletedProcess[str]]
+) -> None:
+    """Bad input leaves no half-written output behind."""
+    for leftover in ("o/p.json", "m", "r", "b", "afile/b"):
+        assert not (workdir / leftover).exists(), leftover
+    assert (workdir / "afile").read_text() == "a regular file\n"
+
+
+def _boom(*args: object, **kwargs: object) -> None:
+    raise RuntimeError("unexpected\nsecond line")
+
+
+def test_internal_error_is_one_line(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import bench.roofline
+
+    monkeypatch.setattr(bench.roofline, "ceiling", _boom)
+    monkeypatch.delenv("SPECBENCH_DEBUG", raising=False)
+    with pytest.raises(SystemExit) as exc:
+        main(["roofline", "--weights-gb", "1", "--bandwidth-gbs", "1"])
+    assert exc.value.code == 1
+    err = capsys.readouterr().err
+    assert err.splitlines() == [
+        "specbench: internal error: RuntimeError: unexpected second line "
+        "(re-run with SPECBENCH_DEBUG=1 for the traceback)"
+    ]
+    monkeypatch.setenv("SPECBENCH_DEBUG", "1")
+    with pytest.raises(RuntimeError, match="unexpected"):
+        main(["roofline", "--weights-gb", "1", "--bandwidth-gbs", "1"])
