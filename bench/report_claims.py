@@ -277,6 +277,8 @@ class ConcurrencySweep(StrictModel):
     queued_levels: list[int]
     ttft_growth: tuple[float, float] | None  # TTFT at the peak and at the highest level
     cause: str | None
+    # the level with the highest mean, when it differs from ``peak`` only within the noise
+    highest_mean_level: int | None = None
 
 
 def _cap_from_flags(info: ConfigInfo | None) -> int | None:
@@ -293,6 +295,24 @@ def _cap_from_flags(info: ConfigInfo | None) -> int | None:
             if f.startswith(n + "=") and f.split("=", 1)[1].isdigit():
                 return int(f.split("=", 1)[1])
     return None
+
+
+def _saturation_point(
+    known: list[ConcurrencyPoint], top: ConcurrencyPoint | None, runs: dict[int, RunView]
+) -> ConcurrencyPoint | None:
+    """The peak as a rule over noise: the lowest level whose aggregate is not significantly
+    below the highest mean (Welch over the iterations). Without a spread to test, the level with
+    the highest mean."""
+    if top is None:
+        return None
+    best = runs[top.concurrency].aggregate
+    for p in known:
+        if p is top:
+            return top
+        sig, _, _ = _test(runs[p.concurrency].aggregate, best)
+        if sig == "not_significant":
+            return p
+    return top
 
 
 def sweeps(rs: RunSet) -> list[ConcurrencySweep]:
@@ -317,7 +337,8 @@ def sweeps(rs: RunSet) -> list[ConcurrencySweep]:
             for r in runs
         ]
         known = [p for p in pts if p.valid and p.aggregate is not None]
-        peak = max(known, key=lambda p: p.aggregate or 0.0) if len(known) >= 2 else None
+        top = max(known, key=lambda p: p.aggregate or 0.0) if len(known) >= 2 else None
+        peak = _saturation_point(known, top, {r.concurrency: r for r in runs})
         peak_c = peak.concurrency if peak else (fact.peak_concurrency if fact else None)
         through = None
         if len(known) >= 2:
@@ -352,6 +373,7 @@ def sweeps(rs: RunSet) -> list[ConcurrencySweep]:
                 queued_levels=queued,
                 ttft_growth=growth,
                 cause=fact.cause if fact else None,
+                highest_mean_level=top.concurrency if top and peak and top is not peak else None,
             )
         )
     return out

@@ -12,6 +12,7 @@ from report_factory import Spec, experiment_lock, jitter, seed_matrix, write_art
 from bench.payload import ValidityReason
 from bench.report import render_report
 from bench.report_bundle import linked_files
+from bench.report_claims import ConcurrencySweep
 
 
 def render(tmp_path: Path, specs: list[Spec], **kw: object) -> str:
@@ -148,3 +149,41 @@ def test_untrusted_text_cannot_break_markdown(tmp_path: Path, hostile: str) -> N
     assert not [t for t in tokens if t.type == "html_block"]
     inline = [c for t in tokens for c in (t.children or [])]
     assert not [c for c in inline if c.type in ("html_inline", "link_open", "em_open")]
+
+
+def _sweep_of(tmp_path: Path, aggregates: dict[int, list[float]]) -> ConcurrencySweep:
+    from bench.report_artifacts import load_artifacts
+    from bench.report_claims import sweeps
+
+    specs = [
+        Spec(
+            "sglang-dflash", "sglang", "DFLASH", [90.0] * 5, [70.0] * 5, concurrency=c, aggregate=a
+        )
+        for c, a in aggregates.items()
+    ]
+    rs = load_artifacts(write_artifacts(tmp_path / "a", specs))
+    return next(s for s in sweeps(rs) if s.config == "sglang-dflash")
+
+
+def test_peak_is_the_first_level_within_noise_of_the_best(tmp_path: Path) -> None:
+    # c=8 and c=16 have higher means than c=4, but only within the noise: the peak is c=4.
+    noisy = {
+        1: [100.0, 101.0, 99.0, 100.5, 99.5],
+        2: [190.0, 192.0, 188.0, 191.0, 189.0],
+        4: [400.0, 420.0, 380.0, 410.0, 390.0],
+        8: [405.0, 425.0, 385.0, 415.0, 395.0],
+        16: [398.0, 440.0, 378.0, 420.0, 394.0],
+    }
+    s = _sweep_of(tmp_path, noisy)
+    assert s.peak == 4 and s.highest_mean_level == 16
+
+
+def test_peak_moves_when_the_higher_level_is_clearly_higher(tmp_path: Path) -> None:
+    clear = {
+        1: [100.0, 101.0, 99.0, 100.5, 99.5],
+        4: [400.0, 401.0, 399.0, 400.5, 399.5],
+        8: [600.0, 601.0, 599.0, 600.5, 599.5],
+        16: [590.0, 591.0, 589.0, 590.5, 589.5],
+    }
+    s = _sweep_of(tmp_path, clear)
+    assert s.peak == 8 and s.highest_mean_level is None
