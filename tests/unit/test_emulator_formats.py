@@ -57,29 +57,35 @@ def test_go_float_matches_prometheus_client() -> None:
         assert go_float(v) == floatToGoString(v)
 
 
+async def run_one(profile: str, seed: int, tokens: int) -> tuple[EmulatedEngine, Request]:
+    """One non-streamed request of ``tokens`` tokens through an engine, to completion."""
+    p = load_profile(profile).with_overrides(time_scale=0.0001)
+    e = EmulatedEngine(p, seed=seed, log=lambda s: None, on_exit=lambda c: None)
+    task = asyncio.create_task(e.run())
+    r = Request(
+        rid=e.new_id(),
+        model="m",
+        prompt_tokens=20,
+        reported_prompt_tokens=20,
+        max_tokens=tokens,
+        target_tokens=tokens,
+        finish_reason="length",
+        stream=False,
+        include_usage=False,
+        arrival=0.0,
+    )
+    e.submit(r)
+    await asyncio.wait_for(r.done.wait(), 10)
+    e.stop()
+    await task
+    return e, r
+
+
 def test_metrics_text_parses_and_counts_acceptance() -> None:
     from prometheus_client.parser import text_string_to_metric_families
 
     async def run() -> str:
-        p = load_profile("vllm-dflash").with_overrides(time_scale=0.0001)
-        e = EmulatedEngine(p, seed=3, log=lambda s: None, on_exit=lambda c: None)
-        task = asyncio.create_task(e.run())
-        r = Request(
-            rid=e.new_id(),
-            model="m",
-            prompt_tokens=20,
-            reported_prompt_tokens=20,
-            max_tokens=200,
-            target_tokens=200,
-            finish_reason="length",
-            stream=False,
-            include_usage=False,
-            arrival=0.0,
-        )
-        e.submit(r)
-        await asyncio.wait_for(r.done.wait(), 10)
-        e.stop()
-        await task
+        e, r = await run_one("vllm-dflash", 3, 200)
         assert r.emitted == 200
         assert r.drafts == len(r.steps) - 1
         return render(e)
@@ -103,25 +109,7 @@ def test_metrics_text_parses_and_counts_acceptance() -> None:
 
 def test_same_seed_same_schedule() -> None:
     async def steps(seed: int) -> list[tuple[int, int]]:
-        p = load_profile("sglang-mtp").with_overrides(time_scale=0.0001)
-        e = EmulatedEngine(p, seed=seed, log=lambda s: None, on_exit=lambda c: None)
-        task = asyncio.create_task(e.run())
-        r = Request(
-            rid=e.new_id(),
-            model="m",
-            prompt_tokens=20,
-            reported_prompt_tokens=20,
-            max_tokens=100,
-            target_tokens=100,
-            finish_reason="length",
-            stream=False,
-            include_usage=False,
-            arrival=0.0,
-        )
-        e.submit(r)
-        await asyncio.wait_for(r.done.wait(), 10)
-        e.stop()
-        await task
+        _, r = await run_one("sglang-mtp", seed, 100)
         return r.steps
 
     assert asyncio.run(steps(1)) == asyncio.run(steps(1))
