@@ -13,8 +13,8 @@ from collections.abc import Sequence
 import typer
 
 from bench import __version__
-from bench.commands import emulate, hardware, matrix, measure, preflight, report
-from bench.errors import SpecbenchError
+from bench.commands import emulate, hardware, matrix, preflight, report, run
+from bench.core import SpecbenchError
 
 app = typer.Typer(
     name="specbench",
@@ -30,7 +30,7 @@ def _root() -> None:
     """Reproducible speculative-decoding benchmarks of LLM serving engines."""
 
 
-for _module in (measure, emulate, matrix, report, hardware, preflight):
+for _module in (run, emulate, matrix, report, hardware, preflight):
     _module.register(app)
 
 

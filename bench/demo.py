@@ -11,9 +11,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from bench.atomic import write_text
-from bench.experiment import EXPERIMENTS_DIR, load_experiment
-from bench.matrix import SIMULATED_BANNER, MatrixOptions, MatrixResult, run_matrix
+from bench.core import SIMULATED_BANNER, write_text
+from bench.engines import load_experiment
+from bench.matrix import MatrixOptions, MatrixResult, run_matrix
+from bench.schema import EXPERIMENTS_DIR
 
 DEMO_EXPERIMENT = EXPERIMENTS_DIR / "qwen38-27b-gptq-2x3090.yaml"
 DEMO_OUT = Path("reports/demo")
@@ -55,7 +56,7 @@ def run_demo(
 def render(artifacts: Path, out: Path) -> Path:
     """REPORT.md through the report renderer (bench.report.render_report)."""
     try:
-        from bench.report import render_report  # type: ignore[attr-defined,unused-ignore]
+        from bench.report import render_report
     except ImportError:
         return _fallback_report(artifacts, out)
     path: Path = render_report(artifacts, out)
@@ -64,7 +65,7 @@ def render(artifacts: Path, out: Path) -> Path:
 
 def _fallback_report(artifacts: Path, out: Path) -> Path:
     """Until bench.report lands: a plain listing of what the run produced."""
-    from bench.payload import read_payload
+    from bench.schema import read_payload
 
     lines = [
         f"# specbench demo — {SIMULATED_BANNER}",

@@ -31,8 +31,8 @@ from typing import Any
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-from bench.client import Connection, chat_body, interpret_chat_stream, request
-from bench.stats import percentile
+from bench.core import percentile
+from bench.measure import Connection, chat_body, interpret_chat_stream, request
 
 HEAD = (
     b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\n"

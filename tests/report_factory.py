@@ -10,13 +10,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bench.atomic import sha256_file
-from bench.hardware_schema import GpuEntry, Hardware, HardwareExtended
-from bench.payload import (
+from bench.core import sha256_file, summarize
+from bench.schema import (
     AcceptanceDelta,
     EngineFlags,
     Evidence,
     Figures,
+    GpuEntry,
+    Hardware,
+    HardwareExtended,
     IterationRecord,
     Payload,
     RequestRecord,
@@ -27,7 +29,6 @@ from bench.payload import (
     Workload,
     write_payload,
 )
-from bench.stats import summarize
 
 HARDWARE = Hardware(
     hwClass="DISCRETE_GPU",
@@ -239,7 +240,7 @@ def lock_for(specs: list[Spec]) -> dict[str, Any]:
 
 def experiment_lock() -> dict[str, Any]:
     """The lock the matrix writes for the seed experiment (the experiment model, unchanged)."""
-    from bench.experiment import load_experiment
+    from bench.engines import load_experiment
 
     exp = load_experiment("bench/experiments/qwen38-27b-gptq-2x3090.yaml")
     return {"schema": "specbench.lock/1", "simulated": True, "experiment": exp.lock_dict()}

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from bench.errors import InputError
+from bench.core import InputError
 
 
 def register(app: typer.Typer) -> None:
@@ -47,9 +47,9 @@ def register(app: typer.Typer) -> None:
         measurement; every response carries x-specbench-emulator: 1)."""
         from pydantic import ValidationError
 
+        from bench.core import describe_validation_error
         from bench.emulator.profile import FailMode, ProfileError
         from bench.emulator.runner import resolve_profile, run_process
-        from bench.errors import describe_validation_error
 
         if engine not in ("vllm", "sglang"):
             raise InputError("engine", f"{engine!r} is not one of vllm, sglang")

@@ -9,11 +9,12 @@ from typing import Annotated
 
 import typer
 
-from bench.errors import InputError
+from bench.core import InputError
+from bench.machine import build_hardware, capture_hardware, cpu_only, read_dump, record_dump
 
 
 def _write(out: Path | None, text: str, where: str = "--out") -> None:
-    from bench.atomic import ensure_writable_file, write_text
+    from bench.core import ensure_writable_file, write_text
 
     if out is None:
         typer.echo(text)
@@ -41,20 +42,19 @@ def hardware_cmd(
     ] = None,
 ) -> None:
     """Capture this machine's GPUs (NVML, nvidia-smi as fallback) as hardware.json."""
-    from bench import hardware as hw
 
     if from_dump is not None:
-        record = hw.build_hardware(hw.read_dump(from_dump))
+        record = build_hardware(read_dump(from_dump))
     else:
-        raw, why = hw.record()
+        raw, why = record_dump()
         if dump is not None and raw is not None:
             _write(dump, raw.model_dump_json(indent=2), "--dump")
         if raw is not None and raw.gpus:
-            record = hw.build_hardware(raw)
+            record = build_hardware(raw)
         elif allow_no_gpu:
-            record = hw.cpu_only(reason=why or None)
+            record = cpu_only(reason=why or None)
         else:
-            record = hw.capture(allow_no_gpu=False)  # raises the InputError with the reason
+            record = capture_hardware(allow_no_gpu=False)  # raises the InputError with the reason
     _write(out, record.model_dump_json(indent=2))
 
 
@@ -68,16 +68,18 @@ def provenance_cmd(
     ] = None,
 ) -> None:
     """Record git SHA, versions, driver/CUDA, Docker and container toolkit as provenance.json."""
-    from bench.hardware_schema import Hardware
-    from bench.models import read_json_model
-    from bench.provenance import capture
+    from bench.core import read_json_model
+    from bench.machine import capture_provenance
+    from bench.schema import Hardware
 
     if experiment is not None and not experiment.is_file():
         raise InputError(str(experiment), "experiment file not found")
     hw = None
     if hardware_json is not None:
         hw = read_json_model(hardware_json, Hardware, source=f"--hardware {hardware_json}")
-    _write(out, capture(experiment_path=experiment, hardware=hw).model_dump_json(indent=2))
+    _write(
+        out, capture_provenance(experiment_path=experiment, hardware=hw).model_dump_json(indent=2)
+    )
 
 
 probe_app = typer.Typer(
@@ -93,7 +95,7 @@ def probe_bandwidth_cmd(
     device: Annotated[int | None, typer.Option("--device", help="one GPU index")] = None,
 ) -> None:
     """Device-to-device copy bandwidth through torch (needs torch and a CUDA GPU)."""
-    from bench.probe import probe_bandwidth
+    from bench.machine import probe_bandwidth
 
     result = probe_bandwidth(size_mib=size_mib, iterations=iterations, device=device)
     for d in result.devices:
@@ -107,7 +109,7 @@ def telemetry_sample_cmd(
     out: Annotated[Path | None, typer.Option("--out", help="raw recording (JSON)")] = None,
 ) -> None:
     """Debug: sample NVML telemetry for a while and print the window summary."""
-    from bench.telemetry import Sampler, summarize_sampler
+    from bench.machine import Sampler, summarize_sampler
 
     try:
         sampler = Sampler(interval_s=interval).start()
@@ -142,10 +144,9 @@ def roofline_cmd(
     """Print the bandwidth decode ceiling of a configuration (and a measured efficiency)."""
     from pydantic import ValidationError
 
-    from bench.errors import describe_validation_error
-    from bench.hardware_schema import Hardware
-    from bench.models import read_json_model
-    from bench.roofline import BandwidthSource, card_bandwidth, ceiling, efficiency
+    from bench.core import describe_validation_error, read_json_model
+    from bench.machine import BandwidthSource, card_bandwidth, ceiling, efficiency
+    from bench.schema import Hardware
 
     if measured is not None and measured <= 0:
         raise InputError("--measured", f"must be positive, got {measured}")

@@ -15,9 +15,8 @@ def plan(
     model_cache: Annotated[str | None, typer.Option(help="host folder mounted at /models")] = None,
 ) -> None:
     """Print each configuration's exact server argv and docker run line (no side effects)."""
-    from bench.engines.base import DEFAULT_MODEL_CACHE
-    from bench.experiment import load_experiment
-    from bench.plan import render_plan
+    from bench.engines import DEFAULT_MODEL_CACHE, load_experiment
+    from bench.matrix import render_plan
 
     exp = load_experiment(experiment)
     typer.echo(render_plan(exp, only, model_cache=model_cache or DEFAULT_MODEL_CACHE))
@@ -46,10 +45,9 @@ def matrix(
     """Run every configuration: one server per configuration, every concurrency level."""
     from pydantic import ValidationError
 
-    from bench.engines.base import DEFAULT_MODEL_CACHE
-    from bench.errors import InputError, RunError, describe_validation_error
-    from bench.experiment import load_experiment
-    from bench.matrix import DEFAULT_EMULATOR_IMAGE, MatrixOptions, run_matrix
+    from bench.core import EMULATOR_IMAGE, InputError, RunError, describe_validation_error
+    from bench.engines import DEFAULT_MODEL_CACHE, load_experiment
+    from bench.matrix import MatrixOptions, run_matrix
 
     if launcher not in ("docker", "process"):
         raise InputError("--launcher", f"must be docker or process, not {launcher!r}")
@@ -64,7 +62,7 @@ def matrix(
             time_scale=time_scale,
             allow_unpinned=allow_unpinned,
             model_cache=model_cache or DEFAULT_MODEL_CACHE,
-            emulator_image=emulator_image or DEFAULT_EMULATOR_IMAGE,
+            emulator_image=emulator_image or EMULATOR_IMAGE,
             ready_timeout_s=ready_timeout,
             iterations=iterations,
             warmup=warmup,
@@ -100,8 +98,8 @@ def demo(
     """The whole pipeline on the emulator (no Docker, no GPU) -> reports/demo/REPORT.md.
 
     Everything it writes is SIMULATED."""
+    from bench.core import InputError
     from bench.demo import run_demo
-    from bench.errors import InputError
 
     if time_scale <= 0:
         raise InputError("--time-scale", f"must be positive, got {time_scale}")

@@ -26,8 +26,8 @@ def register(app: typer.Typer) -> None:
         """Check the downloaded checkpoints against the pinned engines' rules.
 
         Exit 0: nothing blocks the run; 1: at least one error; 2: bad input."""
-        from bench.checkpoint import check_models_dir, render_text
-        from bench.experiment import load_experiment
+        from bench.engines import load_experiment
+        from bench.matrix import check_models_dir, render_text
 
         report = check_models_dir(load_experiment(experiment), models_dir)
         if as_json:

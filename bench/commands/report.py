@@ -36,7 +36,7 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Write a self-contained bundle (report, charts, artifacts, SHA256SUMS). Refuses
         SIMULATED runs and runs without a valid payload."""
-        from bench.report_bundle import publish as do_publish
+        from bench.report import publish as do_publish
 
         folder = do_publish(artifacts_dir, out, tarball=tarball)
         typer.echo(str(folder))
@@ -48,7 +48,7 @@ def register(app: typer.Typer) -> None:
         bundle: Annotated[Path, typer.Argument(help="bundle folder or .tar.gz")],
     ) -> None:
         """Check a published bundle: checksums, links, payloads. Exit 1 on any problem."""
-        from bench.report_bundle import verify_bundle as do_verify
+        from bench.report import verify_bundle as do_verify
 
         problems = do_verify(bundle)
         for p in problems:

@@ -19,7 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from bench.emulator import formats
+import bench.emulator.formats as formats
 from bench.emulator.profile import FailMode, Profile
 from bench.emulator.tokens import completion_text
 

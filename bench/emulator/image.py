@@ -19,7 +19,9 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-DEFAULT_TAG = "specbench/emulator:dev"
+from bench.core import EMULATOR_IMAGE
+
+DEFAULT_TAG = EMULATOR_IMAGE
 BASE_IMAGE = "specbench/base:bookworm"
 #: what the emulator imports at run time (plus the standard library)
 RUNTIME_REQUIREMENTS = ("aiohttp", "pydantic", "pyyaml")

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from bench.emulator import formats
+import bench.emulator.formats as formats
 from bench.emulator.engine import EmulatedEngine
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"

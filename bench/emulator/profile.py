@@ -18,7 +18,7 @@ from typing import Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from bench.errors import describe_yaml_error
+from bench.core import describe_yaml_error
 
 PROFILE_DIR = "profiles"
 

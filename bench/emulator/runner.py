@@ -19,9 +19,9 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, TextIO
 
+from bench.core import InputError
 from bench.emulator.profile import FailMode, Profile, load_profile
 from bench.emulator.server import EmulatorServer
-from bench.errors import InputError
 
 
 def resolve_profile(

@@ -23,7 +23,8 @@ from typing import Any
 
 from aiohttp import web
 
-from bench.emulator import formats, metrics
+import bench.emulator.formats as formats
+import bench.emulator.metrics as metrics
 from bench.emulator.engine import EmulatedEngine, LogFn, Request
 from bench.emulator.profile import FailMode, Profile
 from bench.emulator.tokens import RULE, completion_text, count_prompt_tokens

@@ -1,5 +1,6 @@
-"""Engine adapters: one module per engine. Each turns a configuration into the server argv and
-the equivalent ``docker run`` line, and knows its health paths and load-log failure patterns.
+"""Engine adapters, one module per engine: server argv, the equivalent ``docker run`` line,
+health paths, metric names, load-log patterns and the checks of a configuration's flags;
+the experiment loader with those checks; the pinned upstream sources (``bench.engines.upstream``).
 
 ``get_engine(name).server_argv(cfg, experiment)`` is pure and stable: contract tests feed it to
 the pinned upstream argument parsers.
@@ -7,24 +8,31 @@ the pinned upstream argument parsers.
 
 from __future__ import annotations
 
-from bench.engines.base import Engine, LogPattern, flag_value
-from bench.errors import InputError
+from bench.engines._base import (
+    DEFAULT_MODEL_CACHE,
+    LABEL_MANAGED,
+    TOKEN_ENV,
+    ContainerSpec,
+    Engine,
+    LogPattern,
+    flag_value,
+)
+from bench.engines._experiment import load_experiment, parse_experiment
+from bench.engines._plan import PlanEntry, plan_entries
+from bench.engines._registry import engine_names, get_engine
 
-__all__ = ["Engine", "LogPattern", "engine_names", "flag_value", "get_engine"]
-
-
-def engine_names() -> list[str]:
-    return ["vllm", "sglang"]
-
-
-def get_engine(name: str) -> Engine:
-    """The adapter for ``name`` ('vllm' or 'sglang')."""
-    if name == "vllm":
-        from bench.engines.vllm import VLLM
-
-        return VLLM()
-    if name == "sglang":
-        from bench.engines.sglang import SGLang
-
-        return SGLang()
-    raise InputError("engine", f"unknown engine {name!r} (known: {', '.join(engine_names())})")
+__all__ = [
+    "DEFAULT_MODEL_CACHE",
+    "LABEL_MANAGED",
+    "TOKEN_ENV",
+    "ContainerSpec",
+    "Engine",
+    "LogPattern",
+    "PlanEntry",
+    "engine_names",
+    "flag_value",
+    "get_engine",
+    "load_experiment",
+    "parse_experiment",
+    "plan_entries",
+]

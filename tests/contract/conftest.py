@@ -1,4 +1,5 @@
-"""Contract-tier fixtures: the pinned upstream sources (bench.upstream cache) and their parsers.
+"""Contract-tier fixtures: the pinned upstream sources (bench.engines.upstream cache) and their
+parsers.
 
 The cache is $SPECBENCH_UPSTREAM_CACHE (default .cache/upstream); the first run downloads the two
 pinned wheels with ``pip download --no-deps``. In CI a failure to get them fails the tier;
@@ -17,7 +18,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))  # stubs.py, upstream_p
 
 from upstream_parsers import UpstreamParser, sglang_parser, vllm_parser
 
-from bench.upstream import UpstreamSource, ensure_sources
+from bench.engines.upstream import UpstreamSource, ensure_sources
 
 REPO = Path(__file__).resolve().parents[2]
 PATCHES = sorted((REPO / "docker" / "sglang" / "patches").glob("*.patch"))

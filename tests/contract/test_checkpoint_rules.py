@@ -1,4 +1,5 @@
-"""The rule constants bench/checkpoint.py hard-codes match the pinned vLLM / SGLang source.
+"""The rule constants bench/engines/checkpoint_rules.py hard-codes match the pinned vLLM / SGLang
+source.
 
 Everything is read with ``ast`` from the pinned wheels' files (the session fixtures); the one
 rule with logic (vLLM's desc_act refusal) is compiled from the pinned function itself and run
@@ -16,8 +17,10 @@ from typing import Any
 
 import pytest
 
-from bench import checkpoint as ck
-from bench.experiment import Experiment, load_experiment
+from bench.engines import checkpoint_rules as ck
+from bench.engines import load_experiment
+from bench.matrix import check_target
+from bench.schema import Experiment
 
 REPO = Path(__file__).resolve().parents[2]
 EXPERIMENT = REPO / "bench" / "experiments" / "qwen38-27b-gptq-2x3090.yaml"
@@ -185,7 +188,7 @@ def test_desc_act_rule_agrees_with_pinned_vllm(
     d = tmp_path / "target"
     d.mkdir()
     (d / "config.json").write_text(json.dumps({"architectures": ["X"], "quantization_config": q}))
-    found = ck.check_target(d, "t", ["vllm"], experiment, {"vllm": "0.33.0"})
+    found = check_target(d, "t", ["vllm"], experiment, {"vllm": "0.33.0"})
     ours = any(f.severity == "error" and f.field.endswith("desc_act") for f in found)
     assert ours == refused, (desc_act, group, dynamic, found)
 

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from upstream_parsers import ParserRejected, UpstreamParser, vllm_speculative_fields
 
-from bench.engines import get_engine
-from bench.experiment import Experiment, load_experiment
+from bench.engines import get_engine, load_experiment
+from bench.schema import Experiment
 
 REPO = Path(__file__).resolve().parents[2]
 EXPERIMENT = REPO / "bench" / "experiments" / "qwen38-27b-gptq-2x3090.yaml"

@@ -1,5 +1,5 @@
-"""Every metric name, log pattern and endpoint that bench/acceptance.py, bench/engines/* and
-bench/emulator/formats.py rely on exists in the pinned upstream source."""
+"""Every metric name, log pattern and endpoint that bench/measure/_acceptance.py,
+bench/engines/* and bench/emulator/formats.py rely on exists in the pinned upstream source."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from bench.engines import get_engine
 
 REPO = Path(__file__).resolve().parents[2]
 OUR_MODULES = [
-    REPO / "bench" / "acceptance.py",
+    REPO / "bench" / "measure" / "_acceptance.py",
     REPO / "bench" / "emulator" / "formats.py",
     *sorted((REPO / "bench" / "engines").glob("*.py")),
 ]

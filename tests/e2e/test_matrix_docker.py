@@ -7,13 +7,10 @@ from typing import Any
 
 import pytest
 
-from bench.artifacts import Artifacts
 from bench.emulator.image import build_emulator_image
-from bench.experiment import EXPERIMENTS_DIR, load_experiment
-from bench.hardware_schema import Hardware
-from bench.launch import DockerLauncher
-from bench.matrix import MatrixOptions, run_matrix
-from bench.payload import read_payload
+from bench.engines import load_experiment
+from bench.matrix import Artifacts, DockerLauncher, MatrixOptions, run_matrix
+from bench.schema import EXPERIMENTS_DIR, Hardware, read_payload
 
 TAG = "specbench/emulator:e2e-matrix"
 DUMMY_TOKEN = "hf_e2eDUMMYtokenNOTreal987654321"

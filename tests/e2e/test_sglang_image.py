@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from bench.upstream import cache_dir, ensure_source, pinned_packages
+from bench.engines.upstream import cache_dir, ensure_source, pinned_packages
 
 REPO = Path(__file__).resolve().parents[2]
 SGLANG_DIR = REPO / "docker" / "sglang"
@@ -110,7 +110,7 @@ def built(docker_client: Any, standin: str, tmp_path: Path) -> Iterator[tuple[st
 def test_build_applies_the_patch(docker_client: Any, built: tuple[str, str]) -> None:
     tag, digest = built
     labels = docker_client.images.get(tag).labels
-    assert labels["specbench.upstream.version"] == "0.5.19"
+    assert labels["specbench.engines.upstream.version"] == "0.5.19"
     assert labels["specbench.patch.sha256"] == digest
     out = docker_client.containers.run(
         tag,

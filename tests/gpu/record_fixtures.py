@@ -2,10 +2,10 @@
 
     python3 tests/gpu/record_fixtures.py --out DIR [--prefix h200]
 
-Writes <prefix>-nvml-dump.json (raw NVML answers), <prefix>-hardware.json (built from it),
-<prefix>-nvidia-smi.json (raw nvidia-smi texts, UUIDs redacted), <prefix>-telemetry.json (10 Hz
+Writes <prefix>-nvml-dump.json (raw NVML answers), <prefix>-json (built from it),
+<prefix>-nvidia-smi.json (raw nvidia-smi texts, UUIDs redacted), <prefix>-json (10 Hz
 samples around idle / bf16-matmul load / idle, with the instants marked), <prefix>-bandwidth.json
-(torch copy probe), <prefix>-provenance.json and summary.json. Unit tests replay these files.
+(torch copy probe), <prefix>-json and summary.json. Unit tests replay these files.
 Each stage is guarded, so one failure does not lose the others.
 """
 
@@ -24,8 +24,17 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from gpuload import matmul_load
 
-from bench import hardware, provenance, telemetry
-from bench.probe import probe_bandwidth
+from bench.machine import (
+    SMI_FIELDS,
+    Sampler,
+    build_hardware,
+    capture_hardware,
+    capture_provenance,
+    probe_bandwidth,
+    record_nvml,
+    run_command,
+    summarize_sampler,
+)
 
 UUID_RE = re.compile(r"GPU-[0-9a-fA-F-]{36}")
 REDACTED_UUID = "GPU-00000000-0000-0000-0000-000000000000"
@@ -48,17 +57,17 @@ class Recorder:
             print(self.summary["errors"][name], file=sys.stderr)
 
     def hardware(self) -> None:
-        dump = hardware.record_nvml()
+        dump = record_nvml()
         self.write("nvml-dump", dump.model_dump_json(indent=2))
-        hw = hardware.build_hardware(dump)
+        hw = build_hardware(dump)
         self.write("hardware", hw.model_dump_json(indent=2))
         self.summary["hardware"] = hw.model_dump()
-        run = hardware.run_command
+        run = run_command
         smi = {
             "csv": run(
                 [
                     "nvidia-smi",
-                    f"--query-gpu={hardware.SMI_FIELDS}",
+                    f"--query-gpu={SMI_FIELDS}",
                     "--format=csv,noheader,nounits",
                 ]
             ),
@@ -70,7 +79,7 @@ class Recorder:
 
     def telemetry(self, idle: float, load_s: float) -> None:
         marks: dict[str, float] = {}
-        with telemetry.Sampler(interval_s=0.1) as sampler:
+        with Sampler(interval_s=0.1) as sampler:
             marks["idle_start"] = time.monotonic()
             time.sleep(idle)
             marks["load_start"] = time.monotonic()
@@ -84,7 +93,7 @@ class Recorder:
         self.write("telemetry", rec.model_dump_json(indent=2))
 
         def span(a: str, b: str) -> dict[str, Any]:
-            s = telemetry.summarize_sampler(sampler, [(marks[a], marks[b])])
+            s = summarize_sampler(sampler, [(marks[a], marks[b])])
             return s.model_dump(exclude={"windows"})
 
         def rng(field: str) -> list[Any]:
@@ -108,8 +117,8 @@ class Recorder:
         self.summary["bandwidth"] = bw.model_dump()
 
     def provenance(self) -> None:
-        hw = hardware.capture()
-        prov = provenance.capture(hardware=hw, command=["tests/gpu/record_fixtures.py"])
+        hw = capture_hardware()
+        prov = capture_provenance(hardware=hw, command=["tests/gpu/record_fixtures.py"])
         self.write("provenance", prov.model_dump_json(indent=2))
 
 

@@ -7,8 +7,16 @@ import time
 import pytest
 from gpuload import matmul_load
 
-from bench import hardware, provenance, telemetry
-from bench.probe import probe_bandwidth
+from bench.machine import (
+    Sampler,
+    build_hardware,
+    capture_hardware,
+    capture_provenance,
+    probe_bandwidth,
+    record_nvidia_smi,
+    record_nvml,
+    summarize,
+)
 
 pytestmark = [pytest.mark.gpu, pytest.mark.usefixtures("nvml_ok")]
 
@@ -16,7 +24,7 @@ pytestmark = [pytest.mark.gpu, pytest.mark.usefixtures("nvml_ok")]
 def test_capture_agrees_with_torch() -> None:
     import torch
 
-    hw = hardware.capture(allow_no_gpu=False)
+    hw = capture_hardware(allow_no_gpu=False)
     assert hw.hwClass == "DISCRETE_GPU"
     assert hw.gpuCount == torch.cuda.device_count()
     props = torch.cuda.get_device_properties(0)
@@ -31,10 +39,10 @@ def test_capture_agrees_with_torch() -> None:
 
 
 def test_nvidia_smi_fallback_agrees_with_nvml() -> None:
-    nvml = hardware.build_hardware(hardware.record_nvml())
-    smi_dump = hardware.record_nvidia_smi()
+    nvml = build_hardware(record_nvml())
+    smi_dump = record_nvidia_smi()
     assert smi_dump is not None, "nvidia-smi did not answer"
-    smi = hardware.build_hardware(smi_dump)
+    smi = build_hardware(smi_dump)
     assert smi.gpuCount == nvml.gpuCount
     assert smi.gpuName == nvml.gpuName
     assert smi.vramGb == pytest.approx(nvml.vramGb, rel=0.01)
@@ -45,7 +53,7 @@ def test_nvidia_smi_fallback_agrees_with_nvml() -> None:
 
 
 def test_sampler_sees_the_load_at_ten_hz() -> None:
-    with telemetry.Sampler(interval_s=0.1) as s:
+    with Sampler(interval_s=0.1) as s:
         t0 = time.monotonic()
         time.sleep(1.5)
         t1 = time.monotonic()
@@ -60,7 +68,7 @@ def test_sampler_sees_the_load_at_ten_hz() -> None:
     assert busy.powerMeanW > idle.powerMeanW * 1.5
     assert busy.utilGpuMeanPct is not None and busy.utilGpuMeanPct > 50
     assert busy.energySource == "counter"
-    summ = telemetry.summarize([s.window(t1, t2)], output_tokens=1000)
+    summ = summarize([s.window(t1, t2)], output_tokens=1000)
     assert summ.energyPerOutputTokenJ == pytest.approx(summ.totalEnergyJ / 1000, rel=1e-4)  # type: ignore[operator]
 
 
@@ -72,5 +80,5 @@ def test_probe_bandwidth_is_near_the_datasheet() -> None:
 
 
 def test_provenance_reads_the_driver() -> None:
-    prov = provenance.capture(probe_docker=False)
+    prov = capture_provenance(probe_docker=False)
     assert prov.driverVersion and prov.cudaDriverVersion

@@ -13,11 +13,10 @@ from typing import Any
 import pytest
 import yaml
 
-from bench.artifacts import Artifacts
-from bench.atomic import sha256_file
-from bench.experiment import EXPERIMENTS_DIR, load_experiment
-from bench.matrix import SIMULATED_BANNER, MatrixOptions, run_matrix
-from bench.payload import read_payload
+from bench.core import SIMULATED_BANNER, sha256_file
+from bench.engines import load_experiment
+from bench.matrix import Artifacts, MatrixOptions, run_matrix
+from bench.schema import EXPERIMENTS_DIR, read_payload
 
 DUMMY_TOKEN = "hf_dummyTOKENvalue0123456789"
 TIME_SCALE = "0.01"

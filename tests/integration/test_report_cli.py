@@ -8,7 +8,7 @@ from pathlib import Path
 
 from report_factory import seed_matrix, write_artifacts
 
-from bench.payload import ValidityReason
+from bench.schema import ValidityReason
 
 
 def cli(*args: str) -> subprocess.CompletedProcess[str]:

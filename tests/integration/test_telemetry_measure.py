@@ -11,20 +11,19 @@ from pathlib import Path
 
 import pytest
 
-from bench import telemetry
 from bench.emulator import serve_in_thread
 from bench.emulator.runner import EmulatorHandle
-from bench.engines.base import ContainerSpec
-from bench.experiment import load_experiment
-from bench.hardware_schema import Hardware
+from bench.engines import ContainerSpec, load_experiment
+from bench.machine import SamplerStart
 from bench.matrix import MatrixOptions, run_matrix
 from bench.measure import RunSpec, measure
-from bench.payload import Payload, read_payload
-from bench.telemetry import SamplerStart, TelemetrySummary
+from bench.schema import Hardware, Payload, TelemetrySummary, read_payload
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "unit"))
 import fake_nvml
 from test_matrix_process import small_experiment
+
+from bench.machine import open_sampler
 
 HW = Hardware(
     hwClass="DISCRETE_GPU",
@@ -76,7 +75,7 @@ def _check_summary(p: Payload) -> TelemetrySummary:
 def test_measure_cuts_one_sampler_to_each_measured_iteration(
     nvml: object, emulator: EmulatorHandle
 ) -> None:
-    started = telemetry.open_sampler(interval_s=INTERVAL_S)
+    started = open_sampler(interval_s=INTERVAL_S)
     assert started.sampler is not None, started.reason
     spec = RunSpec(
         engine="vllm",
@@ -105,7 +104,7 @@ def test_measure_without_nvml_says_so_and_invents_nothing(
     monkeypatch: pytest.MonkeyPatch, emulator: EmulatorHandle
 ) -> None:
     monkeypatch.setitem(sys.modules, "pynvml", None)  # import fails, as on a GPU-less host
-    started = telemetry.open_sampler()
+    started = open_sampler()
     assert started.sampler is None and started.reason and "NVML unusable" in started.reason
     spec = RunSpec(
         engine="vllm",
@@ -183,7 +182,7 @@ def test_matrix_runs_one_sampler_per_configuration(nvml: object, tmp_path: Path)
     samplers: list[SamplerStart] = []
 
     def factory() -> SamplerStart:
-        samplers.append(telemetry.open_sampler(interval_s=INTERVAL_S))
+        samplers.append(open_sampler(interval_s=INTERVAL_S))
         return samplers[-1]
 
     launcher = ThreadLauncher()

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from bench.workload import NONCE_PREFIX, WORDS
+from bench.measure import NONCE_PREFIX, WORDS
 
 
 def build_tokenizer(directory: Path) -> Path:

@@ -91,7 +91,7 @@ def test_no_experiment_pin_is_copied_into_ansible(experiment_raw: dict[str, Any]
 
 
 def test_images_role_reads_the_experiment_images(experiment_raw: dict[str, Any]) -> None:
-    from bench.experiment import load_experiment
+    from bench.engines import load_experiment
 
     exp = load_experiment(EXPERIMENT)
     role_vars = _role_file("images", "vars")
@@ -111,7 +111,7 @@ def test_images_role_reads_the_experiment_images(experiment_raw: dict[str, Any])
 
 
 def test_models_role_reads_the_experiment_models(experiment_raw: dict[str, Any]) -> None:
-    from bench.experiment import load_experiment
+    from bench.engines import load_experiment
 
     exp = load_experiment(EXPERIMENT)
     pinned = _render(_role_file("models", "vars")["models_pinned"], {"experiment": experiment_raw})
@@ -133,7 +133,7 @@ def test_role_defaults_agree_with_group_vars_pins() -> None:
 
 
 def test_driver_pin_supports_the_images_cuda() -> None:
-    from bench.experiment import load_experiment
+    from bench.engines import load_experiment
 
     exp = load_experiment(EXPERIMENT)
     gv = _group_vars()

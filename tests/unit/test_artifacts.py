@@ -7,8 +7,7 @@ from pathlib import Path
 
 from test_validity import make_payload
 
-from bench.artifacts import Artifacts
-from bench.launch import scrub
+from bench.matrix import Artifacts, scrub
 
 
 def test_sums_cover_every_file_and_verify_with_sha256sum(tmp_path: Path) -> None:
@@ -31,7 +30,7 @@ def test_finished_needs_every_level_valid_unless_expected_invalid(tmp_path: Path
     arts.write_payload("cfg", 1, make_payload())
     assert arts.finished("cfg", [1], accept_invalid=False)
     assert not arts.finished("cfg", [1, 2], accept_invalid=False)
-    from bench.validity import judge
+    from bench.measure import judge
 
     arts.write_payload("bad", 1, judge(make_payload(accepted=0), speculative=True, findings=[]))
     assert not arts.finished("bad", [1], accept_invalid=False)

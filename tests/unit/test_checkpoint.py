@@ -1,4 +1,4 @@
-"""Preflight checks on fake checkpoints written here (bench.checkpoint, specbench preflight)."""
+"""Preflight checks on fake checkpoints written here (bench.matrix, specbench preflight)."""
 
 from __future__ import annotations
 
@@ -9,15 +9,11 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from bench.checkpoint import (
-    CheckReport,
-    Finding,
-    check_checkpoint,
-    check_models_dir,
-    vllm_dflash_arch,
-)
 from bench.cli import app
-from bench.experiment import Experiment, load_experiment
+from bench.engines import load_experiment
+from bench.engines.checkpoint_rules import vllm_dflash_arch
+from bench.matrix import CheckReport, Finding, check_checkpoint, check_models_dir
+from bench.schema import Experiment
 
 EXPERIMENT = Path(__file__).resolve().parents[2] / "bench/experiments/qwen38-27b-gptq-2x3090.yaml"
 TARGET = "Qwen3.8-27B-GPTQ-4bit"

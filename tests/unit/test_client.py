@@ -1,4 +1,5 @@
-"""bench.client: HTTP/SSE framing (any split of the bytes) and the token accounting rules."""
+"""bench.measure (client): HTTP/SSE framing (any split of the bytes) and the token accounting
+rules."""
 
 from __future__ import annotations
 
@@ -8,7 +9,8 @@ from typing import Any
 
 import pytest
 
-from bench.client import RawResponse, _Protocol, interpret_chat_stream
+from bench.measure import RawResponse, interpret_chat_stream
+from bench.measure._client import _Protocol
 
 M = 4
 

@@ -7,11 +7,9 @@ import shlex
 
 import pytest
 
-from bench.engines import get_engine
-from bench.engines.base import flag_value
-from bench.errors import InputError
-from bench.experiment import EXPERIMENTS_DIR, load_experiment
-from bench.plan import plan_entries
+from bench.core import InputError
+from bench.engines import flag_value, get_engine, load_experiment, plan_entries
+from bench.schema import EXPERIMENTS_DIR
 
 EXP = load_experiment(EXPERIMENTS_DIR / "qwen38-27b-gptq-2x3090.yaml")
 

@@ -10,8 +10,9 @@ import yaml
 from typer.testing import CliRunner
 
 from bench.cli import app
-from bench.errors import InputError
-from bench.experiment import EXPERIMENTS_DIR, load_experiment
+from bench.core import InputError
+from bench.engines import load_experiment
+from bench.schema import EXPERIMENTS_DIR
 
 SEED = EXPERIMENTS_DIR / "qwen38-27b-gptq-2x3090.yaml"
 

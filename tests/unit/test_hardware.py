@@ -11,10 +11,18 @@ from pathlib import Path
 import fake_nvml
 import pytest
 
-from bench import hardware
 from bench.cli import main
-from bench.errors import InputError
-from bench.hardware_schema import Hardware
+from bench.core import InputError
+from bench.machine import (
+    build_hardware,
+    capture_hardware,
+    hash_uuid,
+    lmx_gpu_name,
+    parse_nvidia_smi,
+    read_dump,
+    record_nvml,
+)
+from bench.schema import Hardware
 
 FIX = Path(__file__).resolve().parent.parent / "fixtures" / "hardware"
 
@@ -30,8 +38,8 @@ def _no_nvml(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_dual_3090_fixture_builds_the_lmx_shape() -> None:
-    dump = hardware.read_dump(FIX / "dual-3090-nvml-dump.json")
-    hw = hardware.build_hardware(dump)
+    dump = read_dump(FIX / "dual-3090-nvml-dump.json")
+    hw = build_hardware(dump)
     assert (hw.hwClass, hw.gpuName, hw.gpuCount) == ("DISCRETE_GPU", "RTX 3090", 2)
     assert [g.name for g in hw.gpus] == ["RTX 3090", "RTX 3090"]
     assert hw.vramGb == pytest.approx(2 * 24.0)
@@ -50,9 +58,9 @@ def test_dual_3090_fixture_builds_the_lmx_shape() -> None:
 
 
 def test_h200_recorded_dump_rebuilds_the_recorded_hardware() -> None:
-    dump = hardware.read_dump(FIX / "h200-nvml-dump.json")
+    dump = read_dump(FIX / "h200-nvml-dump.json")
     assert dump.source == "nvml" and not dump.handWritten
-    rebuilt = hardware.build_hardware(dump)
+    rebuilt = build_hardware(dump)
     recorded = Hardware.model_validate_json((FIX / "h200-hardware.json").read_text())
     assert rebuilt == recorded
     assert rebuilt.gpuName.startswith("H200") and rebuilt.gpuCount >= 1
@@ -74,27 +82,27 @@ def test_recorded_files_hold_no_raw_gpu_uuid() -> None:
 def test_record_nvml_against_a_stand_in(monkeypatch: pytest.MonkeyPatch) -> None:
     fake = fake_nvml.make()
     monkeypatch.setitem(sys.modules, "pynvml", fake)
-    dump = hardware.record_nvml()
+    dump = record_nvml()
     assert fake.state["init"] == 0, "nvmlInit and nvmlShutdown must balance"
     assert len(dump.gpus) == 2 and dump.cudaDriverVersion == "13.0"
     g = dump.gpus[0]
-    assert g.uuidSha256 == hardware.hash_uuid("GPU-00000000-aaaa-bbbb-cccc-dddddddddddd")
+    assert g.uuidSha256 == hash_uuid("GPU-00000000-aaaa-bbbb-cccc-dddddddddddd")
     assert "GPU-" not in dump.model_dump_json()
     assert g.nvlinkActiveLinks is None and "nvlinkState" in g.errors
     assert dump.p2p["0-1.read"] == "GPU_NOT_SUPPORTED"
     assert dump.topologyPairs == {"0-1": "HOSTBRIDGE"}
     # the stand-in holds the same facts as the hand-written fixture
-    hand = hardware.build_hardware(hardware.read_dump(FIX / "dual-3090-nvml-dump.json"))
-    live = hardware.build_hardware(dump)
+    hand = build_hardware(read_dump(FIX / "dual-3090-nvml-dump.json"))
+    live = build_hardware(dump)
     assert (live.gpuName, live.gpuCount, live.vramGb) == (hand.gpuName, hand.gpuCount, hand.vramGb)
 
 
 def test_no_gpu_is_exit_2_unless_allowed(monkeypatch: pytest.MonkeyPatch) -> None:
     _no_nvml(monkeypatch)
     with pytest.raises(InputError) as err:
-        hardware.capture(allow_no_gpu=False, run=lambda argv: None)
+        capture_hardware(allow_no_gpu=False, run=lambda argv: None)
     assert err.value.exit_code == 2 and "--allow-no-gpu" in str(err.value)
-    hw = hardware.capture(allow_no_gpu=True, run=lambda argv: None)
+    hw = capture_hardware(allow_no_gpu=True, run=lambda argv: None)
     assert (hw.hwClass, hw.gpuCount, hw.gpus) == ("CPU_ONLY", 0, [])
     assert hw.extended is not None and hw.extended.source == "none"
     assert "NVML Shared Library Not Found" in hw.extended.notes[0]
@@ -102,7 +110,7 @@ def test_no_gpu_is_exit_2_unless_allowed(monkeypatch: pytest.MonkeyPatch) -> Non
 
 def test_cli_exit_codes(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     _no_nvml(monkeypatch)
-    monkeypatch.setattr(hardware, "run_command", lambda argv: None)
+    monkeypatch.setattr("bench.machine._hardware.run_command", lambda argv: None)
     with pytest.raises(SystemExit) as ex:
         main(["hardware", "--out", str(tmp_path / "hw.json")])
     assert ex.value.code == 2 and not (tmp_path / "hw.json").exists()
@@ -125,8 +133,8 @@ def test_cli_exit_codes(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None
 
 def test_nvidia_smi_fallback_from_the_recorded_h200_texts() -> None:
     raw = json.loads((FIX / "h200-nvidia-smi.json").read_text())
-    dump = hardware.parse_nvidia_smi(raw["csv"], raw["banner"], raw["topo"])
-    smi = hardware.build_hardware(dump)
+    dump = parse_nvidia_smi(raw["csv"], raw["banner"], raw["topo"])
+    smi = build_hardware(dump)
     nvml = Hardware.model_validate_json((FIX / "h200-hardware.json").read_text())
     assert smi.extended is not None and nvml.extended is not None
     assert smi.extended.source == "nvidia-smi"
@@ -143,13 +151,13 @@ def test_nvidia_smi_parser_handles_missing_values() -> None:
         "0, NVIDIA GeForce RTX 3090, GPU-12345678-1234-1234-1234-123456789abc, 24576, "
         "00000000:01:00.0, 4, 4, 16, 16, 350.00, 350.00, 350.00, 2100, 9751, [N/A], 8.6, 580.95.05"
     )
-    dump = hardware.parse_nvidia_smi(line, "| NVIDIA-SMI 580.95.05  CUDA Version: 13.0 |", None)
+    dump = parse_nvidia_smi(line, "| NVIDIA-SMI 580.95.05  CUDA Version: 13.0 |", None)
     g = dump.gpus[0]
     assert g.vbios is None and g.powerLimitMw == 350_000 and g.memoryTotalBytes == 24576 << 20
     assert dump.cudaDriverVersion == "13.0" and dump.driverVersion == "580.95.05"
-    assert g.uuidSha256 == hardware.hash_uuid("GPU-12345678-1234-1234-1234-123456789abc")
+    assert g.uuidSha256 == hash_uuid("GPU-12345678-1234-1234-1234-123456789abc")
     with pytest.raises(ValueError, match="17"):
-        hardware.parse_nvidia_smi("0, RTX", None, None)
+        parse_nvidia_smi("0, RTX", None, None)
 
 
 def test_smi_used_when_nvml_is_missing(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -163,7 +171,7 @@ def test_smi_used_when_nvml_is_missing(monkeypatch: pytest.MonkeyPatch) -> None:
         key = "topo" if "topo" in argv else ("--query-gpu" if len(argv) > 1 else "")
         return answers[key]
 
-    hw = hardware.capture(run=run)
+    hw = capture_hardware(run=run)
     assert hw.extended is not None and hw.extended.source == "nvidia-smi"
     assert hw.gpuName == "H200" and hw.extended.topology == "GPU0 X"
 
@@ -172,10 +180,10 @@ def test_malformed_dump_is_an_input_error(tmp_path: Path) -> None:
     bad = tmp_path / "bad.json"
     bad.write_text('{"source": "nvml"}')
     with pytest.raises(InputError, match=r"capturedAt|host"):
-        hardware.read_dump(bad)
+        read_dump(bad)
     bad.write_text("{")
     with pytest.raises(InputError, match="cannot read"):
-        hardware.read_dump(bad)
+        read_dump(bad)
 
 
 @pytest.mark.parametrize(
@@ -187,4 +195,4 @@ def test_malformed_dump_is_an_input_error(tmp_path: Path) -> None:
     ],
 )
 def test_lmx_gpu_names(nvml: str, lmx: str) -> None:
-    assert hardware.lmx_gpu_name(nvml) == lmx
+    assert lmx_gpu_name(nvml) == lmx

@@ -8,9 +8,16 @@ import math
 
 import pytest
 
-from bench.hardware_schema import Hardware
-from bench.measure import RunSpec, _iteration_record, _payload
-from bench.payload import AcceptanceDelta, IterationRecord, Payload, RequestRecord, check_payload
+from bench.measure import RunSpec
+from bench.measure._loop import _iteration_record, _payload
+from bench.schema import (
+    AcceptanceDelta,
+    Hardware,
+    IterationRecord,
+    Payload,
+    RequestRecord,
+    check_payload,
+)
 
 P, M = 64, 17  # M - 1 = 16 decode intervals: rates come out round
 HW = Hardware(hwClass="CPU_ONLY", gpuName="none", gpuCount=0, vramGb=0, cpu="x", ramGb=1, os="l")

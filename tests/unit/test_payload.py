@@ -1,4 +1,4 @@
-"""The payload model's rules (bench.payload): specMethod spelling, the consistency validators,
+"""The payload model's rules (bench.schema): specMethod spelling, the consistency validators,
 unknown keys, the schema version; read_payload's one-line errors; byte-stable write/read."""
 
 from __future__ import annotations
@@ -11,14 +11,13 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from bench.errors import InputError
-from bench.payload import (
-    SCHEMA_VERSION,
+from bench.core import InputError, canonical_spec_method
+from bench.schema import (
+    PAYLOAD_SCHEMA,
     EngineFlags,
     Payload,
     Validity,
     ValidityReason,
-    canonical_spec_method,
     read_payload,
     write_payload,
 )
@@ -123,7 +122,7 @@ def test_validity_must_agree_with_its_reasons() -> None:
 
 def test_fixture_is_a_valid_payload() -> None:
     p = Payload.model_validate(base())
-    assert p.schemaVersion == SCHEMA_VERSION
+    assert p.schemaVersion == PAYLOAD_SCHEMA
     assert p.simulated and p.evidence.run.simulated
 
 
@@ -180,7 +179,7 @@ def test_other_schema_versions_are_rejected(version: str) -> None:
 def test_schema_version_defaults_when_absent() -> None:
     data = base()
     del data["schemaVersion"]
-    assert Payload.model_validate(data).schemaVersion == SCHEMA_VERSION
+    assert Payload.model_validate(data).schemaVersion == PAYLOAD_SCHEMA
 
 
 def test_payload_is_frozen() -> None:

@@ -6,9 +6,19 @@ import json
 from collections.abc import Sequence
 from pathlib import Path
 
-from bench import hardware, provenance
-from bench.atomic import sha256_file
-from bench.provenance import ImageRef, Provenance
+from bench.core import sha256_file
+from bench.machine import (
+    REPO_ROOT,
+    ImageRef,
+    Provenance,
+    Runner,
+    build_hardware,
+    capture_provenance,
+    cpu_only,
+    docker_info,
+    git_info,
+    read_dump,
+)
 
 FIX = Path(__file__).resolve().parent.parent / "fixtures" / "hardware"
 
@@ -26,7 +36,7 @@ DOCKER_INFO = json.dumps(
 )
 
 
-def fake_run(answers: dict[str, str | None]) -> provenance.Runner:
+def fake_run(answers: dict[str, str | None]) -> Runner:
     def run(argv: Sequence[str]) -> str | None:
         key = " ".join(a for a in argv if not a.startswith("/") and a != "-C")
         for k, v in answers.items():
@@ -51,10 +61,10 @@ FULL = {
 def test_everything_known(tmp_path: Path) -> None:
     exp = tmp_path / "exp.yaml"
     exp.write_text("name: x\n")
-    hw = hardware.build_hardware(hardware.read_dump(FIX / "dual-3090-nvml-dump.json"))
+    hw = build_hardware(read_dump(FIX / "dual-3090-nvml-dump.json"))
     img = ImageRef(ref="vllm/vllm-openai:v0.33.0", engine="vllm", digest="sha256:" + "a" * 64,
                    upstreamVersion="0.33.0")  # fmt: skip
-    p = provenance.capture(
+    p = capture_provenance(
         experiment_path=exp, images=[img], hardware=hw, repo_dir=tmp_path, command=["x"],
         run=fake_run(FULL),
     )  # fmt: skip
@@ -78,9 +88,7 @@ def test_everything_known(tmp_path: Path) -> None:
 
 
 def test_nothing_known_is_null_not_guessed(tmp_path: Path) -> None:
-    p = provenance.capture(
-        repo_dir=tmp_path, hardware=hardware.cpu_only(), command=[], run=fake_run({})
-    )
+    p = capture_provenance(repo_dir=tmp_path, hardware=cpu_only(), command=[], run=fake_run({}))
     assert p.git is None and "git SHA unknown" in p.notes[0]
     assert p.docker is None and p.containerToolkit is None
     assert p.driverVersion is None and p.experiment is None and p.images == []
@@ -89,12 +97,12 @@ def test_nothing_known_is_null_not_guessed(tmp_path: Path) -> None:
 
 def test_clean_checkout_and_detached_head(tmp_path: Path) -> None:
     answers = dict(FULL, **{"git status": "", "git rev-parse --abbrev-ref": "HEAD\n"})
-    g = provenance.git_info(tmp_path, fake_run(answers))
+    g = git_info(tmp_path, fake_run(answers))
     assert g is not None and g.dirty is False and g.branch is None
 
 
 def test_garbled_docker_answer_is_unknown() -> None:
-    assert provenance.docker_info(fake_run({"docker version": "not json"})) is None
+    assert docker_info(fake_run({"docker version": "not json"})) is None
 
 
 def test_h200_provenance_record_validates() -> None:
@@ -105,6 +113,6 @@ def test_h200_provenance_record_validates() -> None:
 
 
 def test_this_checkout() -> None:
-    p = provenance.capture(probe_docker=False, probe_toolkit=False, hardware=hardware.cpu_only())
-    if (provenance.REPO_ROOT / ".git").exists():
+    p = capture_provenance(probe_docker=False, probe_toolkit=False, hardware=cpu_only())
+    if (REPO_ROOT / ".git").exists():
         assert p.git is not None and p.git.sha is not None and len(p.git.sha) == 40

@@ -4,10 +4,18 @@ from __future__ import annotations
 
 import pytest
 
-from bench.report_claims import compare, welch_samples
-from bench.report_model import Figure, PublishedDelta, RunView
-from bench.report_text import md_code, md_fence, md_inline, pct
-from bench.stats import welch
+from bench.core import welch
+from bench.report import (
+    Figure,
+    PublishedDelta,
+    RunView,
+    compare,
+    md_code,
+    md_fence,
+    md_inline,
+    pct,
+    welch_samples,
+)
 
 
 @pytest.mark.parametrize(

@@ -9,8 +9,7 @@ from pathlib import Path
 import pytest
 from markdown_it import MarkdownIt
 
-from bench.report import render_report
-from bench.report_bundle import linked_files
+from bench.report import linked_files, render_report
 
 REF = Path(__file__).resolve().parents[2] / "reports" / "reference"
 

@@ -10,12 +10,18 @@ import pytest
 from markdown_it import MarkdownIt
 from report_factory import experiment_lock, seed_matrix, write_artifacts
 
-from bench.hardware_schema import GpuEntry, GpuExtended, Hardware, HardwareExtended
-from bench.payload import read_payload, write_payload
-from bench.report import render_report
-from bench.report_artifacts import load_artifacts
-from bench.roofline import ceiling, decode_bytes_from_checkpoint
-from bench.telemetry import GpuWindowStats, TelemetrySummary
+from bench.machine import ceiling, decode_bytes_from_checkpoint
+from bench.report import load_artifacts, render_report
+from bench.schema import (
+    GpuEntry,
+    GpuExtended,
+    GpuWindowStats,
+    Hardware,
+    HardwareExtended,
+    TelemetrySummary,
+    read_payload,
+    write_payload,
+)
 
 DUAL_3090 = Hardware(
     hwClass="DISCRETE_GPU",

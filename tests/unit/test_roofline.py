@@ -8,44 +8,53 @@ from pathlib import Path
 
 import pytest
 
-from bench import hardware, roofline
 from bench.cli import main
-from bench.errors import InputError
-from bench.probe import BandwidthProbe, probe_bandwidth
+from bench.core import InputError
+from bench.machine import (
+    BandwidthProbe,
+    build_hardware,
+    card_bandwidth,
+    ceiling,
+    cpu_only,
+    efficiency,
+    kv_bytes_per_token,
+    mean_decode_context,
+    probe_bandwidth,
+    read_dump,
+    weight_bytes_from_files,
+)
 
 FIX = Path(__file__).resolve().parent.parent / "fixtures" / "hardware"
 GB = 10**9
 
 
 def test_two_3090s_without_kv() -> None:
-    r = roofline.ceiling(936.0, 2, 14 * GB)
+    r = ceiling(936.0, 2, 14 * GB)
     # bandwidth x cards / bytes read per token
     assert r.ceilingTokS == pytest.approx(936 * 2 / 14, rel=1e-6)
     assert r.bytesPerStepPerRank == 7 * GB
 
 
 def test_kv_concurrency_and_acceptance() -> None:
-    kv = roofline.kv_bytes_per_token(layers=16, kv_heads=4, head_dim=256, dtype_bytes=2)
+    kv = kv_bytes_per_token(layers=16, kv_heads=4, head_dim=256, dtype_bytes=2)
     assert kv == 2 * 16 * 4 * 256 * 2
-    ctx = roofline.mean_decode_context(1024, 512)
+    ctx = mean_decode_context(1024, 512)
     assert ctx == 1280
-    base = roofline.ceiling(936.0, 2, 14 * GB, kv_bytes_per_token=kv, context_tokens=ctx)
+    base = ceiling(936.0, 2, 14 * GB, kv_bytes_per_token=kv, context_tokens=ctx)
     assert base.ceilingTokS == pytest.approx(936e9 * 2 / (14 * GB + kv * ctx), rel=1e-6)
-    four = roofline.ceiling(
-        936.0, 2, 14 * GB, kv_bytes_per_token=kv, context_tokens=ctx, concurrency=4
-    )
+    four = ceiling(936.0, 2, 14 * GB, kv_bytes_per_token=kv, context_tokens=ctx, concurrency=4)
     assert four.ceilingTokS < base.ceilingTokS  # each stream's KV adds to every step
     assert four.aggregateCeilingTokS == pytest.approx(4 * four.ceilingTokS, rel=1e-6)
-    spec = roofline.ceiling(936.0, 2, 14 * GB, tokens_per_step=3.2, draft_bytes_per_step=GB)
+    spec = ceiling(936.0, 2, 14 * GB, tokens_per_step=3.2, draft_bytes_per_step=GB)
     assert spec.ceilingTokS == pytest.approx(3.2 * 936 * 2 / 15, rel=1e-6)
 
 
 def test_efficiency_and_above_ceiling_flag() -> None:
-    r = roofline.ceiling(936.0, 2, 14 * GB)
-    e = roofline.efficiency(100.0, r)
+    r = ceiling(936.0, 2, 14 * GB)
+    e = efficiency(100.0, r)
     assert e.fraction == pytest.approx(100 / r.ceilingTokS, abs=1e-4) and not e.aboveCeiling
-    assert roofline.efficiency(1.2 * r.ceilingTokS, r).aboveCeiling
-    assert not roofline.efficiency(1.1 * r.ceilingTokS, r).aboveCeiling
+    assert efficiency(1.2 * r.ceilingTokS, r).aboveCeiling
+    assert not efficiency(1.1 * r.ceilingTokS, r).aboveCeiling
 
 
 @pytest.mark.parametrize(
@@ -58,19 +67,19 @@ def test_efficiency_and_above_ceiling_flag() -> None:
 )
 def test_bad_inputs_are_refused(kwargs: dict[str, float]) -> None:
     with pytest.raises(ValueError):
-        roofline.ceiling(**kwargs)  # type: ignore[arg-type]
+        ceiling(**kwargs)  # type: ignore[arg-type]
 
 
 def test_card_bandwidth_prefers_measured_then_datasheet() -> None:
-    hw = hardware.build_hardware(hardware.read_dump(FIX / "dual-3090-nvml-dump.json"))
-    assert roofline.card_bandwidth(hw, 870.0) == (870.0, "measured")
-    assert roofline.card_bandwidth(hw) == (936.0, "datasheet")
+    hw = build_hardware(read_dump(FIX / "dual-3090-nvml-dump.json"))
+    assert card_bandwidth(hw, 870.0) == (870.0, "measured")
+    assert card_bandwidth(hw) == (936.0, "datasheet")
     ext = hw.extended
     assert ext is not None
     unknown = [g.model_copy(update={"datasheetBandwidthGBs": None}) for g in ext.gpus]
     hw2 = hw.model_copy(update={"extended": ext.model_copy(update={"gpus": unknown})})
-    assert roofline.card_bandwidth(hw2) == (936.1, "derived")
-    assert roofline.card_bandwidth(hardware.cpu_only()) is None
+    assert card_bandwidth(hw2) == (936.1, "derived")
+    assert card_bandwidth(cpu_only()) is None
 
 
 def test_weight_bytes_from_files(tmp_path: Path) -> None:
@@ -78,7 +87,7 @@ def test_weight_bytes_from_files(tmp_path: Path) -> None:
     (tmp_path / "sub").mkdir()
     (tmp_path / "sub" / "b.safetensors").write_bytes(b"x" * 50)
     (tmp_path / "config.json").write_text("{}")
-    assert roofline.weight_bytes_from_files([tmp_path]) == 150
+    assert weight_bytes_from_files([tmp_path]) == 150
 
 
 def test_h200_probe_replayed_against_its_roofline() -> None:
@@ -87,10 +96,10 @@ def test_h200_probe_replayed_against_its_roofline() -> None:
     assert d.bandwidthGBs == pytest.approx(statistics.median(d.samplesGBs), abs=0.1)
     assert d.datasheetGBs == 4800.0
     assert 0.7 < d.bandwidthGBs / 4800.0 <= 1.0  # a copy never beats the datasheet
-    hw = hardware.build_hardware(hardware.read_dump(FIX / "h200-nvml-dump.json"))
-    bw, src = roofline.card_bandwidth(hw, d.bandwidthGBs) or (0.0, "given")
+    hw = build_hardware(read_dump(FIX / "h200-nvml-dump.json"))
+    bw, src = card_bandwidth(hw, d.bandwidthGBs) or (0.0, "given")
     assert src == "measured"
-    r = roofline.ceiling(bw, 1, 14 * GB, bandwidth_source=src)
+    r = ceiling(bw, 1, 14 * GB, bandwidth_source=src)
     assert r.ceilingTokS == pytest.approx(d.bandwidthGBs / 14, rel=1e-4)
 
 

@@ -1,10 +1,10 @@
-"""bench.stats: the figures every payload carries (checked against textbook values)."""
+"""bench.core (stats): the figures every payload carries (checked against textbook values)."""
 
 from __future__ import annotations
 
 import pytest
 
-from bench.stats import percentile, summarize
+from bench.core import percentile, summarize
 
 
 def test_summary_of_one_to_five() -> None:

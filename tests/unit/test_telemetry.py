@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from bench import telemetry
-from bench.payload import Evidence
-from bench.telemetry import GpuSample, Sampler, TelemetryRecording
+from bench.machine import Sampler, summarize, summarize_sampler
+from bench.measure import throttle_warnings
+from bench.schema import Evidence, GpuSample, TelemetryRecording, decode_reasons
 
 FIX = Path(__file__).resolve().parent.parent / "fixtures" / "hardware"
 
@@ -88,26 +88,26 @@ def test_short_window_borrows_its_neighbours() -> None:
 
 def test_summary_energy_per_token_and_throttle_warning() -> None:
     s = _steps([250.0] * 30, mask=0x4 | 0x1)
-    summ = telemetry.summarize_sampler(s, [(0.0, 1.0), (1.5, 2.5)], output_tokens=500)
+    summ = summarize_sampler(s, [(0.0, 1.0), (1.5, 2.5)], output_tokens=500)
     g = summ.gpus[0]
     assert summ.windowCount == 2 and summ.measuredSeconds == pytest.approx(2.0)
     assert g.powerMeanW == pytest.approx(250.0, rel=0.01)
     assert summ.totalEnergyJ == pytest.approx(500.0, rel=0.01)
     assert summ.energyPerOutputTokenJ == pytest.approx(1.0, rel=0.01)
     assert summ.throttled and summ.throttleReasons == ["sw_power_cap"]
-    (warn,) = telemetry.throttle_warnings(summ)
+    (warn,) = throttle_warnings(summ)
     assert warn.severity == "warning" and warn.code == "gpu_throttled"
     assert "sw_power_cap" in warn.message and "100%" in warn.message
 
 
 def test_idle_and_sync_boost_are_not_throttling() -> None:
-    summ = telemetry.summarize_sampler(_steps([50.0] * 5, mask=0x1 | 0x10), [(0.0, 0.4)])
-    assert not summ.throttled and telemetry.throttle_warnings(summ) == []
-    assert telemetry.decode_reasons(0x1 | 0x40) == ["hw_thermal_slowdown"]
+    summ = summarize_sampler(_steps([50.0] * 5, mask=0x1 | 0x10), [(0.0, 0.4)])
+    assert not summ.throttled and throttle_warnings(summ) == []
+    assert decode_reasons(0x1 | 0x40) == ["hw_thermal_slowdown"]
 
 
 def test_summary_fits_the_payload_evidence() -> None:
-    summ = telemetry.summarize_sampler(_steps([100.0] * 5), [(0.0, 0.4)], output_tokens=10)
+    summ = summarize_sampler(_steps([100.0] * 5), [(0.0, 0.4)], output_tokens=10)
     field = Evidence.model_fields["telemetry"]
     from pydantic import TypeAdapter
 
@@ -133,5 +133,5 @@ def test_h200_recording_replayed() -> None:
         x.powerW for x in rec.samples if m["load_start"] <= x.t <= m["load_end"] and x.powerW
     ]
     assert load.powerMeanW == pytest.approx(sum(sampled) / len(sampled), rel=0.1)
-    summ = telemetry.summarize([s.window(m["load_start"], m["load_end"])], output_tokens=1000)
+    summ = summarize([s.window(m["load_start"], m["load_end"])], output_tokens=1000)
     assert summ.energyPerOutputTokenJ == pytest.approx(load.energyJ / 1000, rel=1e-3)  # type: ignore[operator]

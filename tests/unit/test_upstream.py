@@ -1,4 +1,4 @@
-"""bench.upstream: pins from the experiment, pip download --no-deps, .py-only extraction,
+"""bench.engines.upstream: pins from the experiment, pip download --no-deps, .py-only extraction,
 cache reuse, docker build args."""
 
 from __future__ import annotations
@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 import yaml
 
-from bench import upstream
-from bench.errors import InputError
-from bench.upstream import PinnedPackage
+from bench.core import InputError
+from bench.engines import upstream
+from bench.engines.upstream import PinnedPackage
 
 PKG = PinnedPackage(engine="sglang", name="sglang", version="9.9.9")
 

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from bench.core import summarize
 from bench.engines import get_engine
-from bench.hardware_schema import Hardware
-from bench.payload import (
+from bench.measure import judge, scan_log
+from bench.schema import (
     EngineFlags,
     Evidence,
     Figures,
+    Hardware,
     IterationRecord,
     Payload,
     RequestRecord,
@@ -16,8 +18,6 @@ from bench.payload import (
     Validity,
     Workload,
 )
-from bench.stats import summarize
-from bench.validity import judge, scan_log
 
 HW = Hardware(hwClass="CPU_ONLY", gpuName="none", gpuCount=0, vramGb=0, cpu="x", ramGb=1, os="l")
 

@@ -1,4 +1,5 @@
-"""bench.workload: exact-length prompts with a unique nonce, sized by tokenizer or by the server."""
+"""bench.measure (workload): exact-length prompts with a unique nonce, sized by tokenizer or by
+the server."""
 
 from __future__ import annotations
 
@@ -8,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from bench.errors import InputError
-from bench.workload import PromptFactory, find_cached_tokenizer, load_tokenizer, prompt_sha256
+from bench.core import InputError
+from bench.measure import PromptFactory, find_cached_tokenizer, load_tokenizer, prompt_sha256
 
 OVERHEAD = 9
 

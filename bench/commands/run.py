@@ -1,0 +1,277 @@
+"""CLI commands: ``run`` (measure one endpoint; the seed's ``lmx speed-test run`` line works flag
+for flag), ``validate`` (offline dry-run validator) and ``schema payload``. Parsing and printing
+only: the work is in bench.measure and bench.schema."""
+
+from __future__ import annotations
+
+import json
+import sys
+from enum import StrEnum
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from bench.core import InputError
+
+if TYPE_CHECKING:
+    from rich.progress import Progress, TaskID
+
+    from bench.schema import IterationRecord
+
+
+class Engine(StrEnum):
+    vllm = "vllm"
+    sglang = "sglang"
+
+
+class Mode(StrEnum):
+    remote = "remote"
+
+
+def _spec_method(value: str) -> str:
+    v = value.strip().upper()
+    if v in ("", "OFF"):
+        v = "NONE"
+    if v not in ("DFLASH", "MTP", "NONE"):
+        raise InputError("--spec-method", f"unknown method {value!r} (dflash, mtp or none)")
+    return v
+
+
+def _positive(name: str, value: int, minimum: int = 1) -> None:
+    if value < minimum:
+        raise InputError(name, f"must be at least {minimum}, got {value}")
+
+
+class _Bar:
+    """A rich progress bar fed by bench.measure's ProgressSink calls."""
+
+    def __init__(self, progress: Progress, total: int) -> None:
+        self.progress = progress
+        self.task: TaskID = progress.add_task("warmup", total=total)
+
+    def iteration_started(self, index: int, total: int, warmup: bool) -> None:
+        what = "warmup" if warmup else "measure"
+        self.progress.update(self.task, description=f"{what} {index + 1}/{total}", refresh=True)
+
+    def iteration_finished(self, record: IterationRecord) -> None:
+        rate = record.per_stream_mean_tok_s
+        note = f"{rate:.2f} tok/s" if rate is not None else "INVALID: " + "; ".join(record.reasons)
+        self.progress.console.print(
+            f"  iteration {record.index + 1}{' (warmup)' if record.warmup else ''}: {note}"
+        )
+        self.progress.advance(self.task)
+        self.progress.refresh()
+
+
+def run(
+    engine: Annotated[Engine, typer.Argument(help="engine behind --base-url")],
+    base_url: Annotated[str, typer.Option(help="server root, e.g. http://127.0.0.1:8000")],
+    hf_id: Annotated[str, typer.Option(help="Hugging Face id of the target model")],
+    served_model: Annotated[str, typer.Option(help="model name the server serves")],
+    quantization: Annotated[str, typer.Option(help="label, e.g. GPTQ-4bit")],
+    hardware: Annotated[Path, typer.Option(help="hardware.json (lmx shape)")],
+    prompt_tokens: Annotated[int, typer.Option(help="prompt length P, server-counted")],
+    max_tokens: Annotated[int, typer.Option(help="output tokens M per request")],
+    out: Annotated[Path, typer.Option(help="payload file to write")],
+    mode: Annotated[Mode, typer.Option(help="only 'remote': the server already runs")] = (
+        Mode.remote
+    ),
+    spec_method: Annotated[str, typer.Option(help="dflash, mtp or none")] = "none",
+    spec_num_tokens: Annotated[int | None, typer.Option(help="speculative tokens")] = None,
+    spec_draft_model: Annotated[str | None, typer.Option(help="draft model id")] = None,
+    concurrency: Annotated[int, typer.Option(help="streams per iteration")] = 1,
+    warmup: Annotated[int, typer.Option(help="warmup iterations")] = 2,
+    iterations: Annotated[int, typer.Option(help="measured iterations")] = 5,
+    temperature: Annotated[float, typer.Option(help="sampling temperature")] = 0.0,
+    tokenizer: Annotated[
+        Path | None,
+        typer.Option(
+            help="folder with the target's tokenizer.json (default: the target's snapshot in "
+            "the local Hugging Face cache, if there; else the server's own count is used)"
+        ),
+    ] = None,
+    allow_prompt_mismatch: Annotated[
+        bool, typer.Option(help="record a prompt-count mismatch as a warning, not an error")
+    ] = False,
+    request_timeout: Annotated[float, typer.Option(help="seconds per request")] = 600.0,
+    simulated: Annotated[
+        bool, typer.Option(help="label the payload SIMULATED (automatic for the emulator)")
+    ] = False,
+    engine_version: Annotated[str | None, typer.Option(help="engine version")] = None,
+    model_revision: Annotated[str | None, typer.Option(help="model revision")] = None,
+    tensor_parallel: Annotated[int, typer.Option(help="tensor-parallel size")] = 1,
+    prefix_caching: Annotated[
+        bool | None, typer.Option("--prefix-caching/--no-prefix-caching")
+    ] = None,
+    gpu_mem_util: Annotated[float | None, typer.Option(help="GPU memory fraction")] = None,
+    command_snippet: Annotated[str | None, typer.Option(help="server command line")] = None,
+    run_id: Annotated[str | None, typer.Option(help="run id")] = None,
+    config_name: Annotated[str | None, typer.Option(help="configuration name")] = None,
+    telemetry: Annotated[
+        bool,
+        typer.Option(
+            "--telemetry/--no-telemetry",
+            help="sample GPU power/clocks/throttling through NVML when it is usable here",
+        ),
+    ] = True,
+) -> None:
+    """Measure one running engine endpoint and write a payload (exit 1 if the run is invalid)."""
+    from pydantic import ValidationError
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+    from bench.core import describe_validation_error, ensure_writable_file, read_json_model
+    from bench.measure import RunSpec, find_cached_tokenizer, measure
+    from bench.schema import Hardware, write_payload
+
+    for name, value, low in (
+        ("--prompt-tokens", prompt_tokens, 1),
+        ("--max-tokens", max_tokens, 2),
+        ("--concurrency", concurrency, 1),
+        ("--iterations", iterations, 1),
+        ("--warmup", warmup, 0),
+        ("--tensor-parallel", tensor_parallel, 1),
+    ):
+        _positive(name, value, low)
+    if request_timeout <= 0:
+        raise InputError("--request-timeout", "must be positive")
+    method = _spec_method(spec_method)
+    if method != "NONE" and spec_num_tokens is None:
+        raise InputError("--spec-num-tokens", f"required with --spec-method {spec_method}")
+    if spec_num_tokens is not None:
+        _positive("--spec-num-tokens", spec_num_tokens)
+    hw = read_json_model(hardware, Hardware, source=f"--hardware {hardware}")
+    # Checked before measuring: a long run must not be lost to a bad path at the end.
+    ensure_writable_file(out, "--out")
+    if tokenizer is not None:
+        tok_file = tokenizer / "tokenizer.json" if tokenizer.is_dir() else tokenizer
+        if not tok_file.is_file():
+            raise InputError("--tokenizer", f"{tok_file} does not exist (expected tokenizer.json)")
+    try:
+        spec = RunSpec(
+            engine=engine.value,
+            base_url=base_url,
+            hf_id=hf_id,
+            served_model=served_model,
+            quantization=quantization,
+            hardware=hw,
+            spec_method=method,
+            spec_num_tokens=spec_num_tokens,
+            spec_draft_model=spec_draft_model,
+            prompt_tokens=prompt_tokens,
+            max_tokens=max_tokens,
+            concurrency=concurrency,
+            warmup=warmup,
+            iterations=iterations,
+            tokenizer=tokenizer or find_cached_tokenizer(hf_id),
+            allow_prompt_mismatch=allow_prompt_mismatch,
+            request_timeout_s=request_timeout,
+            simulated=simulated,
+            run_id=run_id,
+            config_name=config_name,
+            command=["specbench", *sys.argv[1:]],
+            engine_version=engine_version,
+            tensor_parallel=tensor_parallel,
+            prefix_caching=prefix_caching,
+            gpu_mem_util=gpu_mem_util,
+            command_snippet=command_snippet,
+            model_revision=model_revision,
+            temperature=temperature,
+        )
+    except ValidationError as err:
+        raise describe_validation_error("specbench run", err) from None
+    from bench.measure import split_base_url
+
+    try:
+        split_base_url(base_url)
+    except ValueError as err:
+        raise InputError("--base-url", str(err)) from None
+    # No auto-refresh: a render thread would compete for the GIL while streams are timed; the
+    # bar is redrawn only between iterations.
+    from bench.machine import SamplerStart, open_sampler
+
+    started = open_sampler() if telemetry else SamplerStart(None, "--no-telemetry given")
+    try:
+        with Progress(
+            TextColumn("{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            transient=True,
+            auto_refresh=False,
+        ) as progress:
+            payload = measure(
+                spec,
+                _Bar(progress, warmup + iterations),
+                telemetry=started.sampler,
+                no_telemetry_reason=started.reason,
+            )
+    finally:
+        if started.sampler is not None:
+            started.sampler.stop()
+    write_payload(out, payload)
+    label = " [SIMULATED]" if payload.simulated else ""
+    verdict = payload.evidence.validity
+    typer.echo(
+        f"{out}: decode {payload.tokSOut:.2f} tok/s (per-stream mean), TTFT "
+        f"{payload.ttftMs:.2f} ms, concurrency {concurrency}{label}"
+    )
+    for r in verdict.reasons:
+        if r.severity == "warning":
+            typer.echo(f"WARNING {r.code}: {r.message}", err=True)
+    if not verdict.valid:
+        for r in verdict.reasons:
+            typer.echo(f"INVALID {r.code}: {r.message}", err=True)
+        raise typer.Exit(1)
+
+
+def validate(
+    files: Annotated[
+        list[Path],
+        typer.Argument(help="payload files", exists=True, dir_okay=False, readable=True),
+    ],
+    as_json: Annotated[bool, typer.Option("--json", help="machine-readable output")] = False,
+) -> None:
+    """Offline dry-run validator: exit 0 when every file is valid, 1 with file, JSON path and
+    reason for each problem."""
+    from bench.schema import check_payload_file
+
+    problems = [p for f in files for p in check_payload_file(f)]
+    errors = [p for p in problems if p.severity == "error"]
+    if as_json:
+        typer.echo(
+            json.dumps(
+                {
+                    "valid": not errors,
+                    "files": [str(f) for f in files],
+                    "problems": [p.model_dump() for p in problems],
+                },
+                indent=2,
+            )
+        )
+    else:
+        for p in problems:
+            typer.echo(f"{p.file}: {p.path}: {p.severity}: {p.reason}")
+        bad = {p.file for p in errors}
+        for f in files:
+            if str(f) not in bad:
+                typer.echo(f"{f}: ok")
+    if errors:
+        raise typer.Exit(1)
+
+
+schema_app = typer.Typer(help="Print JSON Schemas of specbench files.", no_args_is_help=True)
+
+
+@schema_app.command("payload")
+def schema_payload() -> None:
+    """Print the JSON Schema of a payload."""
+    from bench.schema import payload_json_schema
+
+    typer.echo(json.dumps(payload_json_schema(), indent=2))
+
+
+def register(app: typer.Typer) -> None:
+    """Add this module's commands to the app."""
+    app.command("run")(run)
+    app.command("validate")(validate)
+    app.add_typer(schema_app, name="schema")

@@ -1,0 +1,32 @@
+"""The project's shared vocabulary, each fact once: engine names, speculative methods, the
+SIMULATED banner, the emulator image tag, and the timestamp format of every artifact."""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Final, Literal
+
+SpecMethod = Literal["DFLASH", "MTP", "NONE"]
+EngineName = Literal["vllm", "sglang"]
+ENGINE_NAMES: Final[tuple[EngineName, ...]] = ("vllm", "sglang")
+
+# The tag bench.emulator.image builds and the matrix runs in emulate mode.
+EMULATOR_IMAGE: Final = "specbench/emulator:dev"
+
+# Every artifact of an emulated run carries this line; publish refuses it.
+SIMULATED_BANNER: Final = (
+    "SIMULATED: produced by the specbench emulator, not by a real engine or GPU."
+)
+
+
+def canonical_spec_method(value: object) -> object:
+    """``dflash``/``DFlash``/``mtp`` -> ``DFLASH``/``MTP``; ``none``/empty -> ``NONE``."""
+    if isinstance(value, str):
+        v = value.strip().upper()
+        return "NONE" if v in ("", "NONE", "OFF") else v
+    return value
+
+
+def utc_now() -> str:
+    """Now, UTC, ISO 8601 to the second: the one timestamp format of every artifact."""
+    return dt.datetime.now(dt.UTC).isoformat(timespec="seconds")

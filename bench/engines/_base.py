@@ -1,0 +1,238 @@
+"""What every engine adapter provides, and the container description both launchers share.
+
+The docker SDK launcher and ``specbench plan``'s ``docker run`` line are rendered from the same
+``ContainerSpec``, so what the plan prints is what the matrix starts.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from bench.core import EMULATOR_IMAGE
+
+if TYPE_CHECKING:
+    from bench.schema import Configuration, Experiment
+
+# Container label keys: every container we start carries them, so a sweep can find leftovers.
+LABEL_MANAGED = "specbench.managed"
+LABEL_RUN = "specbench.run_id"
+LABEL_CONFIG = "specbench.config"
+# Passed by name only: the value comes from the caller's environment, never from a file.
+TOKEN_ENV = "HF_TOKEN"
+# Host folder holding the models (mounted read-only at /models); Ansible downloads into it.
+DEFAULT_MODEL_CACHE = "/var/lib/specbench/models"
+
+
+@dataclass(frozen=True)
+class LogPattern:
+    """A load-log line that matters: ``severity='invalid'`` makes the run invalid."""
+
+    code: str
+    regex: str
+    message: str
+    source: str
+    severity: str = "invalid"
+    speculative_only: bool = False
+
+    def search(self, line: str) -> re.Match[str] | None:
+        return re.search(self.regex, line)
+
+
+@dataclass(frozen=True)
+class ContainerSpec:
+    """Everything needed to start one server container (docker SDK or ``docker run``)."""
+
+    image: str
+    entrypoint: list[str]
+    command: list[str]
+    container_port: int
+    host_port: int
+    host_ip: str = "127.0.0.1"
+    env_names: tuple[str, ...] = (TOKEN_ENV,)
+    volumes: tuple[tuple[str, str, str], ...] = ()  # (host, container, mode)
+    labels: dict[str, str] = field(default_factory=dict)
+    gpus: bool = True
+    ipc_host: bool = True
+    shm_size: str | None = None
+    name: str | None = None
+
+    def run_line(self) -> str:
+        """The equivalent ``docker run`` command line (env values are never printed)."""
+        parts: list[str] = ["docker", "run", "--rm", "-d"]
+        if self.name:
+            parts += ["--name", self.name]
+        if self.gpus:
+            parts += ["--gpus", "all"]
+        if self.ipc_host:
+            parts += ["--ipc=host"]
+        elif self.shm_size:
+            parts += ["--shm-size", self.shm_size]
+        parts += ["-p", f"{self.host_ip}:{self.host_port}:{self.container_port}"]
+        for host, cont, mode in self.volumes:
+            parts += ["-v", f"{host}:{cont}:{mode}"]
+        for env in self.env_names:
+            parts += ["-e", env]
+        for key in sorted(self.labels):
+            parts += ["--label", f"{key}={self.labels[key]}"]
+        if self.entrypoint:
+            parts += ["--entrypoint", self.entrypoint[0], self.image, *self.entrypoint[1:]]
+        else:
+            parts.append(self.image)
+        parts += self.command
+        return shlex.join(parts)
+
+
+def flag_value(args: list[str], flag: str) -> str | None:
+    """The value of ``flag`` in ``args`` (``--f v`` or ``--f=v``); '' for a bare flag."""
+    for i, a in enumerate(args):
+        if a == flag:
+            nxt = args[i + 1] if i + 1 < len(args) else ""
+            return "" if nxt.startswith("--") else nxt
+        if a.startswith(flag + "="):
+            return a.split("=", 1)[1]
+    return None
+
+
+def has_flag(args: list[str], prefix: str) -> list[str]:
+    """Flags in ``args`` that start with ``prefix`` (e.g. '--speculative')."""
+    return [a.split("=", 1)[0] for a in args if a.startswith(prefix)]
+
+
+class Engine:
+    """Base adapter. Subclasses fill in the class attributes and the argv/check methods."""
+
+    name: str = ""
+    program: tuple[str, ...] = ()
+    container_port: int = 8000
+    health_path: str = "/health"
+    ready_path: str = "/v1/models"
+    metrics_path: str = "/metrics"
+    load_patterns: tuple[LogPattern, ...] = ()
+    version_regex: str = ""
+    ready_regex: str = ""
+    # Flags the adapter itself adds; a configuration must not repeat them.
+    plumbing_flags: tuple[str, ...] = ("--host", "--port")
+    #: the server flag that caps running requests (the emulator is given the same cap)
+    admission_flag: str | None = None
+
+    def model_args(self, model_path: str) -> list[str]:
+        raise NotImplementedError
+
+    def plumbing_args(self, experiment: Experiment, host: str, port: int) -> list[str]:
+        raise NotImplementedError
+
+    def spec_problems(self, cfg: Configuration, experiment: Experiment) -> list[str]:
+        raise NotImplementedError
+
+    def server_argv(
+        self,
+        cfg: Configuration,
+        experiment: Experiment,
+        *,
+        host: str = "0.0.0.0",
+        port: int | None = None,
+    ) -> list[str]:
+        """The exact server argv inside the container: program, model, seed flags, plumbing.
+
+        Pure: depends on nothing but its arguments. ``host`` is the in-container bind address
+        (the port is published on 127.0.0.1 only)."""
+        return [
+            *self.program,
+            *self.model_args(experiment.target.path),
+            *cfg.args,
+            *self.plumbing_args(experiment, host, port or self.container_port),
+        ]
+
+    def check(self, cfg: Configuration, experiment: Experiment) -> list[str]:
+        """Problems with ``cfg``'s flags for this engine (empty when consistent)."""
+        problems = [
+            f"flag {f} is added by specbench; remove it from args"
+            for f in self.plumbing_flags
+            if flag_value(cfg.args, f) is not None
+        ]
+        return problems + self.spec_problems(cfg, experiment)
+
+    def emulator_argv(
+        self, cfg: Configuration, *, host: str, port: int, served_model: str | None = None
+    ) -> list[str]:
+        """Argv of the emulator standing in for this configuration."""
+        argv = ["python", "-m", "bench.emulator", self.name, "--host", host, "--port", str(port)]
+        argv += ["--profile", cfg.emulator.profile]
+        cap = flag_value(cfg.args, self.admission_flag) if self.admission_flag else None
+        if cap is not None:  # the emulator admits what the real server would
+            argv += ["--max-running-requests", cap]
+        if served_model:
+            argv += ["--served-model", served_model]
+        for mode in cfg.emulator.fail:
+            argv += ["--fail", mode]
+        return argv
+
+    def container_spec(
+        self,
+        cfg: Configuration,
+        experiment: Experiment,
+        *,
+        host_port: int,
+        model_cache: str,
+        run_id: str,
+        image_override: str | None = None,
+        emulate_argv: list[str] | None = None,
+    ) -> ContainerSpec:
+        """The container for ``cfg``. With ``emulate_argv`` the emulator image runs instead."""
+        image = experiment.image_for(cfg)
+        labels = {LABEL_MANAGED: "true", LABEL_RUN: run_id, LABEL_CONFIG: cfg.name}
+        if emulate_argv is not None:
+            # The emulator image's ENTRYPOINT is ``python -m bench.emulator``: pass the rest.
+            rest = emulate_argv[emulate_argv.index("bench.emulator") + 1 :]
+            return ContainerSpec(
+                image=image_override or EMULATOR_IMAGE,
+                entrypoint=[],
+                command=rest,
+                container_port=self.container_port,
+                host_port=host_port,
+                labels=labels,
+                gpus=False,
+                ipc_host=False,
+                shm_size=None,
+                name=f"specbench-{run_id}-{cfg.name}",
+                env_names=(TOKEN_ENV,),
+            )
+        argv = self.server_argv(cfg, experiment)
+        return ContainerSpec(
+            image=image_override or image.ref,
+            entrypoint=argv[:1],
+            command=argv[1:],
+            container_port=self.container_port,
+            host_port=host_port,
+            volumes=((model_cache, "/models", "ro"),),
+            labels=labels,
+            gpus=True,
+            ipc_host=experiment.server.ipc_host,
+            shm_size=experiment.server.shm_size,
+            name=f"specbench-{run_id}-{cfg.name}",
+        )
+
+    def docker_run_line(
+        self,
+        cfg: Configuration,
+        experiment: Experiment,
+        *,
+        host_port: int | None = None,
+        model_cache: str = DEFAULT_MODEL_CACHE,
+        run_id: str = "RUN_ID",
+    ) -> str:
+        spec = self.container_spec(
+            cfg,
+            experiment,
+            host_port=host_port or self.container_port,
+            model_cache=model_cache,
+            run_id=run_id,
+        )
+        return spec.run_line()
+
+    def version_from_log(self, text: str) -> str | None:
+        m = re.search(self.version_regex, text) if self.version_regex else None
+        return m.group(1) if m else None

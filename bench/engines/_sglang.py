@@ -1,0 +1,93 @@
+"""SGLang 0.5.19 adapter: ``python -m sglang.launch_server --model-path MODEL ...``.
+
+DFLASH with K draft tokens is ``--speculative-num-draft-tokens K+1`` (block = drafts + anchor,
+arg_groups/speculative_hook.py); NEXTN (MTP) with K steps and topk 1 drafts K+1 tokens.
+The broken-draft detector is the MTP loader's warning (models/qwen3_5_mtp.py:463 in 0.5.19).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from bench.engines._base import Engine, LogPattern, flag_value, has_flag
+
+if TYPE_CHECKING:
+    from bench.schema import Configuration, Experiment
+
+MTP_ALGORITHMS = frozenset({"NEXTN", "EAGLE", "MTP"})
+
+
+class SGLang(Engine):
+    name = "sglang"
+    program = ("python3", "-m", "sglang.launch_server")
+    container_port = 30000
+    health_path = "/health"
+    ready_path = "/v1/models"
+    metrics_path = "/metrics"
+    version_regex = r"sglang[ =]v?(\d+\.\d+\.\d+\S*)"
+    ready_regex = r"The server is fired up and ready to roll!"
+    plumbing_flags = ("--host", "--port", "--served-model-name", "--enable-metrics")
+    admission_flag = "--max-running-requests"
+    load_patterns = (
+        LogPattern(
+            code="draft_tensors_skipped",
+            regex=r"Parameter (\S+) not found in params_dict, skip loading",
+            message="draft tensors were skipped at load (the draft runs uninitialised)",
+            source="sglang/srt/models/qwen3_5_mtp.py:463 (0.5.19)",
+        ),
+        LogPattern(
+            code="mamba_cap",
+            regex=r"max_running_requests is capped to (\d+) by the mamba state cache",
+            message="the Mamba state cache lowered max_running_requests",
+            source="sglang/srt/mem_cache (resolve_max_num_reqs)",
+            severity="info",
+        ),
+        LogPattern(
+            code="deprecated_flag",
+            regex=r"'(--[\w-]+)' is deprecated",
+            message="a seed flag is a deprecated alias in the pinned release (expected)",
+            source="sglang/srt/server_args.py:3920 (0.5.19)",
+            severity="info",
+        ),
+    )
+
+    def model_args(self, model_path: str) -> list[str]:
+        return ["--model-path", model_path]
+
+    def plumbing_args(self, experiment: Experiment, host: str, port: int) -> list[str]:
+        return [
+            "--host",
+            host,
+            "--port",
+            str(port),
+            "--served-model-name",
+            experiment.served_model,
+            "--enable-metrics",
+        ]
+
+    def spec_problems(self, cfg: Configuration, experiment: Experiment) -> list[str]:
+        algo = flag_value(cfg.args, "--speculative-algorithm")
+        if cfg.method == "NONE":
+            spec = [f for f in has_flag(cfg.args, "--speculative-") if f]
+            return [f"a baseline must not pass {spec[0]}"] if spec else []
+        k = cfg.spec_num_tokens or 0
+        problems: list[str] = []
+        draft_tokens = flag_value(cfg.args, "--speculative-num-draft-tokens")
+        if draft_tokens != str(k + 1):
+            problems.append(
+                f"--speculative-num-draft-tokens {draft_tokens} != spec_num_tokens+1 ({k + 1})"
+            )
+        if cfg.method == "DFLASH":
+            if algo != "DFLASH":
+                problems.append(f"--speculative-algorithm {algo!r} is not DFLASH")
+            draft = experiment.draft_for(cfg)
+            path = flag_value(cfg.args, "--speculative-draft-model-path")
+            if draft is not None and path != draft.path:
+                problems.append(f"--speculative-draft-model-path {path!r} != {draft.path}")
+        elif cfg.method == "MTP":
+            if algo not in MTP_ALGORITHMS:
+                problems.append(f"--speculative-algorithm {algo!r} is not an MTP algorithm")
+            steps = flag_value(cfg.args, "--speculative-num-steps")
+            if steps != str(k):
+                problems.append(f"--speculative-num-steps {steps} != spec_num_tokens ({k})")
+        return problems

@@ -1,0 +1,211 @@
+"""``provenance.json``: what produced a set of artifacts, beyond the hardware.
+
+Git SHA and dirty flag, specbench version, the experiment file's hash, the engine images with
+their digests and upstream versions (passed in by the matrix, which got them from Docker), the
+driver and CUDA versions, OS and kernel, Docker and NVIDIA container-toolkit versions. Every
+field is optional: a fact that cannot be known here is left null, never guessed. Every source is
+injectable so the matrix and the tests decide what is probed.
+"""
+
+from __future__ import annotations
+
+import json
+import platform
+import re
+import sys
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Final, Literal
+
+from pydantic import Field
+
+from bench import __version__
+from bench.core import StrictModel, sha256_file
+from bench.machine._hardware import Runner, capture_host, run_command
+from bench.schema import Hardware
+
+PROVENANCE_SCHEMA: Final = "specbench.provenance/1"
+REPO_ROOT: Final = Path(__file__).resolve().parents[2]
+
+
+class GitInfo(StrictModel):
+    sha: str | None = None
+    dirty: bool | None = Field(default=None, description="tracked files modified vs. HEAD")
+    branch: str | None = None
+
+
+class ExperimentRef(StrictModel):
+    path: str
+    sha256: str
+
+
+class ImageRef(StrictModel):
+    """One engine image. ``digest`` is the registry digest (sha256:...) or, for a locally built
+    image, its image ID; ``upstreamVersion`` is the engine version found inside the image."""
+
+    ref: str
+    engine: str | None = None
+    digest: str | None = None
+    imageId: str | None = None
+    upstreamVersion: str | None = None
+
+
+class DockerInfo(StrictModel):
+    clientVersion: str | None = None
+    serverVersion: str | None = None
+    apiVersion: str | None = None
+    runtimes: list[str] = Field(default_factory=list)
+    defaultRuntime: str | None = None
+
+
+class ContainerToolkit(StrictModel):
+    nvidiaCtk: str | None = Field(default=None, description="nvidia-ctk --version")
+    nvidiaContainerCli: str | None = Field(default=None, description="nvidia-container-cli")
+
+
+class Provenance(StrictModel):
+    schemaVersion: Literal["specbench.provenance/1"] = PROVENANCE_SCHEMA
+    capturedAt: str
+    specbenchVersion: str
+    python: str
+    command: list[str] = Field(default_factory=list)
+    git: GitInfo | None = None
+    experiment: ExperimentRef | None = None
+    images: list[ImageRef] = Field(default_factory=list)
+    driverVersion: str | None = None
+    cudaDriverVersion: str | None = None
+    os: str | None = None
+    kernel: str | None = None
+    arch: str | None = None
+    docker: DockerInfo | None = None
+    containerToolkit: ContainerToolkit | None = None
+    notes: list[str] = Field(default_factory=list)
+
+
+def git_info(repo_dir: Path, run: Runner = run_command) -> GitInfo | None:
+    """SHA, dirty flag and branch of the checkout at ``repo_dir``; None outside a git checkout."""
+    sha = run(["git", "-C", str(repo_dir), "rev-parse", "HEAD"])
+    if not sha or not sha.strip():
+        return None
+    status = run(["git", "-C", str(repo_dir), "status", "--porcelain", "--untracked-files=no"])
+    branch = run(["git", "-C", str(repo_dir), "rev-parse", "--abbrev-ref", "HEAD"])
+    return GitInfo(
+        sha=sha.strip(),
+        dirty=bool(status.strip()) if status is not None else None,
+        branch=branch.strip() if branch and branch.strip() != "HEAD" else None,
+    )
+
+
+def docker_info(run: Runner = run_command) -> DockerInfo | None:
+    """Versions from ``docker version`` and runtimes from ``docker info``; None without Docker."""
+    raw = run(["docker", "version", "--format", "{{json .}}"])
+    if not raw:
+        return None
+    try:
+        ver: dict[str, Any] = json.loads(raw)
+    except json.JSONDecodeError:
+        return None
+    client = ver.get("Client") or {}
+    server = ver.get("Server") or {}
+    runtimes: list[str] = []
+    default: str | None = None
+    info_raw = run(["docker", "info", "--format", "{{json .}}"])
+    if info_raw:
+        try:
+            info: dict[str, Any] = json.loads(info_raw)
+            runtimes = sorted((info.get("Runtimes") or {}).keys())
+            default = info.get("DefaultRuntime")
+        except json.JSONDecodeError:
+            pass
+    return DockerInfo(
+        clientVersion=client.get("Version"),
+        serverVersion=server.get("Version"),
+        apiVersion=server.get("ApiVersion") or client.get("ApiVersion"),
+        runtimes=runtimes,
+        defaultRuntime=default,
+    )
+
+
+def _version_in(text: str | None) -> str | None:
+    if not text:
+        return None
+    m = re.search(r"(\d+\.\d+(?:\.\d+)?(?:[-~.+][0-9A-Za-z.]+)?)", text)
+    return m.group(1) if m else None
+
+
+def container_toolkit(run: Runner = run_command) -> ContainerToolkit | None:
+    """NVIDIA container-toolkit versions (nvidia-ctk, nvidia-container-cli), if installed."""
+    ctk = _version_in(run(["nvidia-ctk", "--version"]))
+    cli = _version_in(run(["nvidia-container-cli", "--version"]))
+    if ctk is None and cli is None:
+        return None
+    return ContainerToolkit(nvidiaCtk=ctk, nvidiaContainerCli=cli)
+
+
+def _driver_from_nvml() -> tuple[str | None, str | None]:
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+    except Exception:  # no NVML here: the versions stay unknown
+        return None, None
+    try:
+        drv = pynvml.nvmlSystemGetDriverVersion()
+        cuda = int(pynvml.nvmlSystemGetCudaDriverVersion_v2())
+        return (
+            drv.decode() if isinstance(drv, bytes) else str(drv),
+            f"{cuda // 1000}.{(cuda % 1000) // 10}",
+        )
+    except Exception:
+        return None, None
+    finally:
+        pynvml.nvmlShutdown()
+
+
+def capture_provenance(
+    *,
+    experiment_path: Path | None = None,
+    images: Sequence[ImageRef] = (),
+    hardware: Hardware | None = None,
+    repo_dir: Path | None = REPO_ROOT,
+    command: Sequence[str] | None = None,
+    docker: DockerInfo | None = None,
+    probe_docker: bool = True,
+    probe_toolkit: bool = True,
+    run: Runner = run_command,
+) -> Provenance:
+    """Gather provenance. Pass what the caller already knows (``images`` with digests from Docker,
+    ``hardware`` for driver/CUDA, ``docker``); the rest is probed unless switched off."""
+    notes: list[str] = []
+    exp = None
+    if experiment_path is not None:
+        exp = ExperimentRef(path=str(experiment_path), sha256=sha256_file(experiment_path))
+    git = git_info(repo_dir, run) if repo_dir is not None else None
+    if git is None:
+        notes.append("not run from a git checkout: git SHA unknown")
+    driver = cuda = None
+    if hardware is not None and hardware.extended is not None:
+        driver, cuda = hardware.extended.driverVersion, hardware.extended.cudaDriverVersion
+    if driver is None and (hardware is None or hardware.hwClass != "CPU_ONLY"):
+        driver, cuda = _driver_from_nvml()
+    if docker is None and probe_docker:
+        docker = docker_info(run)
+    host = capture_host()
+    return Provenance(
+        capturedAt=datetime.now(UTC).isoformat(timespec="seconds"),
+        specbenchVersion=__version__,
+        python=platform.python_version(),
+        command=list(command) if command is not None else list(sys.argv),
+        git=git,
+        experiment=exp,
+        images=list(images),
+        driverVersion=driver,
+        cudaDriverVersion=cuda,
+        os=host.os,
+        kernel=host.kernel,
+        arch=host.arch,
+        docker=docker,
+        containerToolkit=container_toolkit(run) if probe_toolkit else None,
+        notes=notes,
+    )

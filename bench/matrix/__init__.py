@@ -1,0 +1,38 @@
+"""Running an experiment: plan, launch (Docker SDK or local process), one server per
+configuration measured at every concurrency level, typed artifacts, resume, checkpoint preflight.
+"""
+
+from __future__ import annotations
+
+from bench.matrix._artifacts import Artifacts
+from bench.matrix._launch import DockerLauncher, scrub
+from bench.matrix._plan import render_plan
+from bench.matrix._preflight import (
+    CheckReport,
+    Finding,
+    check_checkpoint,
+    check_models_dir,
+    check_target,
+    render_text,
+)
+from bench.matrix._run import (
+    MatrixOptions,
+    MatrixResult,
+    run_matrix,
+)
+
+__all__ = [
+    "Artifacts",
+    "CheckReport",
+    "DockerLauncher",
+    "Finding",
+    "MatrixOptions",
+    "MatrixResult",
+    "check_checkpoint",
+    "check_models_dir",
+    "check_target",
+    "render_plan",
+    "render_text",
+    "run_matrix",
+    "scrub",
+]

@@ -1,0 +1,104 @@
+"""The artifacts folder of a matrix run, and resume.
+
+Layout (DIR = --out)::
+
+    experiment.lock.json      the resolved experiment (+ run id, options, simulated flag)
+    hardware.json             bench.hardware_schema.Hardware
+    provenance.json           versions, digests, git SHA (bench.machine provenance)
+    payloads/<config>-c<k>.json
+    logs/<config>.log         the server's full log, token scrubbed
+    records/                  optional raw records
+    SHA256SUMS                sha256 of every file above, ``sha256sum -c`` format
+
+Every file is written atomically (bench.atomic), so an interrupted run leaves whole files only.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from bench.core import InputError, sha256_file, write_text
+from bench.schema import Payload, read_payload, write_payload
+
+LOCK = "experiment.lock.json"
+HARDWARE = "hardware.json"
+PROVENANCE = "provenance.json"
+SUMS = "SHA256SUMS"
+
+
+@dataclass(frozen=True)
+class Artifacts:
+    root: Path
+
+    @property
+    def lock(self) -> Path:
+        return self.root / LOCK
+
+    @property
+    def hardware(self) -> Path:
+        return self.root / HARDWARE
+
+    @property
+    def provenance(self) -> Path:
+        return self.root / PROVENANCE
+
+    @property
+    def sums(self) -> Path:
+        return self.root / SUMS
+
+    def payload(self, config: str, concurrency: int) -> Path:
+        return self.root / "payloads" / f"{config}-c{concurrency}.json"
+
+    def log(self, config: str) -> Path:
+        return self.root / "logs" / f"{config}.log"
+
+    def write_json(self, path: Path, data: Any) -> None:
+        write_text(path, json.dumps(data, indent=2, sort_keys=False) + "\n")
+
+    def write_payload(self, config: str, concurrency: int, payload: Payload) -> Path:
+        path = self.payload(config, concurrency)
+        write_payload(path, payload)
+        return path
+
+    def finished(self, config: str, levels: list[int], accept_invalid: bool) -> bool:
+        """True when every level has a readable payload that is valid (or, for a
+        configuration expected to be invalid, merely complete)."""
+        for k in levels:
+            path = self.payload(config, k)
+            if not path.exists():
+                return False
+            try:
+                p = read_payload(path)
+            except InputError:
+                return False
+            if not p.evidence.validity.valid and not accept_invalid:
+                return False
+        return True
+
+    def files(self) -> list[Path]:
+        """Every artifact file (hidden temporaries and SHA256SUMS itself excluded), sorted."""
+        return sorted(
+            p
+            for p in self.root.rglob("*")
+            if p.is_file() and p.name != SUMS and not p.name.startswith(".")
+        )
+
+    def write_sums(self) -> Path:
+        lines = [f"{sha256_file(p)}  {p.relative_to(self.root).as_posix()}" for p in self.files()]
+        write_text(self.sums, "\n".join(lines) + ("\n" if lines else ""))
+        return self.sums
+
+    def check_sums(self) -> list[str]:
+        """Problems with SHA256SUMS (missing file, wrong hash); empty when it all agrees."""
+        problems: list[str] = []
+        for line in self.sums.read_text().splitlines():
+            digest, _, name = line.partition("  ")
+            path = self.root / name
+            if not path.exists():
+                problems.append(f"{name}: missing")
+            elif sha256_file(path) != digest:
+                problems.append(f"{name}: sha256 differs")
+        return problems

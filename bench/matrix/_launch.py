@@ -1,0 +1,276 @@
+"""Server lifecycle for the matrix: start, wait until ready, read the log, stop.
+
+Two launchers share one shape (``Launcher.start(...) -> Server``):
+- ``DockerLauncher``: the docker SDK runs the ``ContainerSpec`` the engine adapter builds (GPU
+  device requests, ipc=host, port published on 127.0.0.1 only, models mounted read-only, the HF
+  token in the environment only, labels with run id and configuration).
+- ``ProcessLauncher``: the emulator as a local process (demo, integration tests), its output
+  going straight to the log file.
+Every log the matrix keeps goes through ``scrub`` so the token never reaches a file.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any, Protocol
+
+import httpx
+
+from bench.core import RunError
+from bench.engines import LABEL_MANAGED, TOKEN_ENV, ContainerSpec
+
+TAIL_LINES = 40
+
+
+def secret_values() -> list[str]:
+    """Values that must never appear in a file we write (the HF token)."""
+    vals = [os.environ.get(TOKEN_ENV, ""), os.environ.get("HUGGING_FACE_HUB_TOKEN", "")]
+    return [v for v in vals if len(v) >= 4]
+
+
+def scrub(text: str, secrets: Iterable[str] | None = None) -> str:
+    for s in secret_values() if secrets is None else secrets:
+        text = text.replace(s, "***")
+    return text
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((host, 0))
+        return int(s.getsockname()[1])
+
+
+def tail(text: str, n: int = TAIL_LINES) -> str:
+    return "\n".join(text.splitlines()[-n:])
+
+
+class Server(Protocol):
+    """A started server."""
+
+    base_url: str
+
+    def alive(self) -> bool: ...
+
+    def exit_code(self) -> int | None: ...
+
+    def restarts(self) -> int: ...
+
+    def log_text(self) -> str: ...
+
+    def stop(self) -> None: ...
+
+
+class Launcher(Protocol):
+    def start(self, spec: ContainerSpec, log_path: Path) -> Server: ...
+
+
+def wait_ready(
+    server: Server,
+    *,
+    paths: tuple[str, ...],
+    timeout_s: float,
+    what: str,
+    poll_s: float = 0.25,
+) -> float:
+    """Poll ``paths`` until all answer 200; fail fast when the server exits. Returns seconds."""
+    start = time.monotonic()
+    deadline = start + timeout_s
+    with httpx.Client(timeout=5.0) as client:
+        while True:
+            if not server.alive():
+                raise RunError(
+                    f"{what}: server exited (code {server.exit_code()}) before it was ready; "
+                    f"last log lines:\n{scrub(tail(server.log_text()))}"
+                )
+            try:
+                if all(client.get(server.base_url + p).status_code == 200 for p in paths):
+                    return time.monotonic() - start
+            except httpx.HTTPError:
+                pass
+            if time.monotonic() > deadline:
+                raise RunError(
+                    f"{what}: not ready after {timeout_s:.0f} s; last log lines:\n"
+                    f"{scrub(tail(server.log_text()))}"
+                )
+            time.sleep(poll_s)
+
+
+# -- local processes ------------------------------------------------------------------------
+
+
+def _die_with_parent() -> None:
+    """Child side: get SIGTERM when the matrix dies, even by SIGKILL (Linux prctl)."""
+    with contextlib.suppress(Exception):
+        import ctypes
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+
+
+class ProcessServer:
+    def __init__(self, proc: subprocess.Popen[bytes], base_url: str, log_path: Path) -> None:
+        self.proc = proc
+        self.base_url = base_url
+        self.log_path = log_path
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def exit_code(self) -> int | None:
+        return self.proc.poll()
+
+    def restarts(self) -> int:
+        return 0
+
+    def log_text(self) -> str:
+        try:
+            return self.log_path.read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            return ""
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(timeout=10)
+
+
+class ProcessLauncher:
+    """Runs ``spec.entrypoint + spec.command`` as a local process (the emulator).
+
+    The HF token is not passed on: the emulator needs none, and leaving it out keeps it out of
+    the process log by construction."""
+
+    def start(self, spec: ContainerSpec, log_path: Path) -> ProcessServer:
+        argv = [*spec.entrypoint, *spec.command]
+        if argv[:3] != ["python", "-m", "bench.emulator"] and argv[0] != "python":
+            argv = ["python", "-m", "bench.emulator", *argv]
+        if argv[0] == "python":
+            argv[0] = sys.executable
+        env = {
+            k: v for k, v in os.environ.items() if k not in (TOKEN_ENV, "HUGGING_FACE_HUB_TOKEN")
+        }
+        log_path.parent.mkdir(parents=True, exist_ok=True)
+        with log_path.open("wb") as fh:
+            proc = subprocess.Popen(
+                argv,
+                stdout=fh,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                env=env,
+                preexec_fn=_die_with_parent,
+            )
+        return ProcessServer(proc, f"http://127.0.0.1:{spec.host_port}", log_path)
+
+
+# -- docker ---------------------------------------------------------------------------------
+
+
+class DockerServer:
+    def __init__(self, container: Any, base_url: str) -> None:
+        self.container = container
+        self.base_url = base_url
+        self._stopped = False
+
+    def _reload(self) -> None:
+        with contextlib.suppress(Exception):
+            self.container.reload()
+
+    def alive(self) -> bool:
+        self._reload()
+        return bool(self.container.status in ("created", "running", "restarting"))
+
+    def exit_code(self) -> int | None:
+        self._reload()
+        state = self.container.attrs.get("State", {})
+        return None if state.get("Running") else state.get("ExitCode")
+
+    def restarts(self) -> int:
+        self._reload()
+        return int(self.container.attrs.get("RestartCount", 0) or 0)
+
+    def log_text(self) -> str:
+        try:
+            raw = self.container.logs(stdout=True, stderr=True)
+        except Exception:
+            return ""
+        return scrub(raw.decode("utf-8", errors="replace"))
+
+    def stop(self) -> None:
+        if self._stopped:
+            return
+        self._stopped = True
+        with contextlib.suppress(Exception):
+            self.container.stop(timeout=10)
+        with contextlib.suppress(Exception):
+            self.container.remove(force=True)
+
+
+class DockerLauncher:
+    """Starts containers with the docker SDK from a ``ContainerSpec``."""
+
+    def __init__(self, client: Any = None) -> None:
+        if client is None:
+            import docker
+
+            client = docker.from_env()  # type: ignore[attr-defined]
+        self.client = client
+
+    def run_kwargs(self, spec: ContainerSpec) -> dict[str, Any]:
+        """The SDK arguments for ``spec`` (tests check them without starting anything)."""
+        import docker
+
+        env = {}
+        for name in spec.env_names:
+            if os.environ.get(name):
+                env[name] = os.environ[name]
+        kwargs: dict[str, Any] = {
+            "image": spec.image,
+            "entrypoint": spec.entrypoint or None,
+            "command": spec.command,
+            "detach": True,
+            "name": spec.name,
+            "labels": spec.labels,
+            "environment": env,
+            "ports": {f"{spec.container_port}/tcp": (spec.host_ip, spec.host_port)},
+            "volumes": {h: {"bind": c, "mode": m} for h, c, m in spec.volumes},
+        }
+        if spec.gpus:
+            kwargs["device_requests"] = [
+                docker.types.DeviceRequest(count=-1, capabilities=[["gpu"]])  # type: ignore[attr-defined]
+            ]
+        if spec.ipc_host:
+            kwargs["ipc_mode"] = "host"
+        elif spec.shm_size:
+            kwargs["shm_size"] = spec.shm_size
+        return kwargs
+
+    def start(self, spec: ContainerSpec, log_path: Path) -> DockerServer:
+        kwargs = self.run_kwargs(spec)
+        try:
+            container = self.client.containers.run(**kwargs)
+        except Exception as err:
+            # run = create + start: a failed start leaves a created container behind.
+            if spec.name:
+                with contextlib.suppress(Exception):
+                    self.client.containers.get(spec.name).remove(force=True)
+            raise RunError(f"cannot start container from {spec.image}: {scrub(str(err))}") from None
+        return DockerServer(container, f"http://127.0.0.1:{spec.host_port}")
+
+    def leftovers(self, run_id: str | None = None) -> list[Any]:
+        """Containers we started that still exist (all runs, or one run)."""
+        label = f"{LABEL_MANAGED}=true"
+        found = self.client.containers.list(all=True, filters={"label": label})
+        if run_id is None:
+            return list(found)
+        return [c for c in found if c.labels.get("specbench.run_id") == run_id]

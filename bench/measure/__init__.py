@@ -1,0 +1,63 @@
+"""Measuring one endpoint over HTTP, the same way for every engine: the raw client,
+exact-P prompts, the measured I/O loop, acceptance from counters, aggregation, and every
+validity rule.
+"""
+
+from __future__ import annotations
+
+from bench.measure._acceptance import (
+    METRICS,
+    SGLANG_GAUGES,
+    VLLM_DRAFTS,
+    build,
+    combine,
+    delta,
+    parse_prometheus,
+    snapshot,
+)
+from bench.measure._client import (
+    Connection,
+    RawResponse,
+    chat_body,
+    interpret_chat_stream,
+    request,
+    split_base_url,
+)
+from bench.measure._loop import RunSpec, measure
+from bench.measure._validity import judge, scan_log, throttle_warnings
+from bench.measure._workload import (
+    NONCE_PREFIX,
+    WORDS,
+    PromptFactory,
+    find_cached_tokenizer,
+    load_tokenizer,
+    prompt_sha256,
+)
+
+__all__ = [
+    "METRICS",
+    "NONCE_PREFIX",
+    "SGLANG_GAUGES",
+    "VLLM_DRAFTS",
+    "WORDS",
+    "Connection",
+    "PromptFactory",
+    "RawResponse",
+    "RunSpec",
+    "build",
+    "chat_body",
+    "combine",
+    "delta",
+    "find_cached_tokenizer",
+    "interpret_chat_stream",
+    "judge",
+    "load_tokenizer",
+    "measure",
+    "parse_prometheus",
+    "prompt_sha256",
+    "request",
+    "scan_log",
+    "snapshot",
+    "split_base_url",
+    "throttle_warnings",
+]

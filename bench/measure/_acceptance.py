@@ -1,0 +1,189 @@
+"""Speculative-decoding acceptance from engine counters, one definition for both engines.
+
+The counters are scraped from ``/metrics`` right before and right after each measured window;
+the delta gives drafts, draft tokens and accepted tokens, and from them
+
+    acceptance rate        = accepted / draft_tokens
+    mean acceptance length = 1 + accepted / drafts      (tokens per target forward, bonus incl.)
+
+vLLM 0.33.0 (``vllm/v1/spec_decode/metrics.py``, class ``SpecDecodingProm``, lines 229-260)
+exports prometheus counters, shown with the ``_total`` suffix the client library adds:
+
+- ``vllm:spec_decode_num_drafts_total``: one per speculative step per request (= drafts)
+- ``vllm:spec_decode_num_draft_tokens_total``: proposed draft tokens
+- ``vllm:spec_decode_num_accepted_tokens_total``: accepted draft tokens
+- ``vllm:spec_decode_num_accepted_tokens_per_pos_total{position="i"}``: accepted at position i
+
+SGLang 0.5.19 has no draft/accepted counters; its equivalents are derived
+(``sglang/srt/observability/metrics_collector.py``):
+
+- ``sglang:spec_verify_calls_total`` (line 1530) grows by ``req.spec_verify_ct`` when a request
+  finishes (``observe_one_finished_request``, lines 1750-1766); ``spec_verify_ct`` is +1 per
+  target verify forward of that request (``srt/managers/scheduler_components/
+  batch_result_processor.py`` line 761). One verify forward = one draft round, so
+  drafts = delta(spec_verify_calls).
+- ``sglang:generation_tokens_total`` (line 1525) grows by the request's completion tokens and
+  ``sglang:num_requests_total`` (line 1605) by one, both at the same moment. Each verify
+  forward emits its accepted drafts plus one bonus token, and the first token comes from the
+  prefill, so accepted = delta(generation_tokens) - delta(num_requests) - delta(verify_calls).
+  (A last verify that overshoots ``max_tokens`` is truncated, so this can undercount by at
+  most ``spec_num_tokens`` per request.)
+- draft tokens = drafts x (``speculative_num_draft_tokens`` - 1): SGLang's own per-request rate
+  uses the same product (``srt/managers/tokenizer_manager.py`` lines 2803-2805); the value comes
+  from the gauge ``sglang:spec_num_draft_tokens`` (line 455) when exported, else from the
+  configured number of speculative tokens + 1.
+- The gauges ``sglang:spec_accept_length`` / ``sglang:spec_accept_rate`` (lines 424-435) are
+  refreshed only at the decode-log interval and cover other windows: kept as raw evidence only.
+
+Counters only cover finished requests on SGLang, so the "after" scrape happens once every
+stream of the window has ended. Label sets (model name, engine index, is_streaming) are summed.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable
+
+from bench.schema import AcceptanceDelta, MetricSnapshot
+
+VLLM_DRAFTS = "vllm:spec_decode_num_drafts_total"
+VLLM_DRAFT_TOKENS = "vllm:spec_decode_num_draft_tokens_total"
+VLLM_ACCEPTED = "vllm:spec_decode_num_accepted_tokens_total"
+VLLM_PER_POS = "vllm:spec_decode_num_accepted_tokens_per_pos_total"
+
+SGLANG_VERIFY = "sglang:spec_verify_calls_total"
+SGLANG_GEN = "sglang:generation_tokens_total"
+SGLANG_REQS = "sglang:num_requests_total"
+SGLANG_DRAFT_TOKENS_GAUGE = "sglang:spec_num_draft_tokens"
+SGLANG_GAUGES = ("sglang:spec_accept_length", "sglang:spec_accept_rate")
+
+METRICS: dict[str, tuple[str, ...]] = {
+    "vllm": (VLLM_DRAFTS, VLLM_DRAFT_TOKENS, VLLM_ACCEPTED, VLLM_PER_POS),
+    "sglang": (SGLANG_VERIFY, SGLANG_GEN, SGLANG_REQS, SGLANG_DRAFT_TOKENS_GAUGE, *SGLANG_GAUGES),
+}
+
+
+def parse_prometheus(text: str, wanted: Iterable[str]) -> dict[str, float]:
+    """Sum each wanted metric over its label sets; the per-position family is kept per position
+    as ``name{position="i"}``. Unknown lines and comments are skipped."""
+    want = set(wanted)
+    out: dict[str, float] = {}
+    for line in text.splitlines():
+        if not line or line[0] == "#":
+            continue
+        brace = line.find("{")
+        space = line.find(" ")
+        if brace != -1 and (space == -1 or brace < space):
+            name = line[:brace]
+            close = line.rfind("}")
+            labels = line[brace + 1 : close]
+            rest = line[close + 1 :].split()
+        else:
+            name, labels, rest = line[:space], "", line[space + 1 :].split()
+        if name not in want or not rest:
+            continue
+        try:
+            value = float(rest[0])
+        except ValueError:
+            continue
+        key = name
+        if name == VLLM_PER_POS:
+            pos = _label(labels, "position")
+            key = f'{name}{{position="{pos}"}}'
+        out[key] = out.get(key, 0.0) + value
+    return out
+
+
+def _label(labels: str, key: str) -> str:
+    for part in labels.split(","):
+        k, _, v = part.partition("=")
+        if k.strip() == key:
+            return v.strip().strip('"')
+    return "?"
+
+
+def snapshot(engine: str, metrics_text: str) -> MetricSnapshot:
+    return MetricSnapshot(
+        at=time.perf_counter(), values=parse_prometheus(metrics_text, METRICS[engine])
+    )
+
+
+def delta(
+    engine: str, before: MetricSnapshot, after: MetricSnapshot, spec_num_tokens: int | None
+) -> AcceptanceDelta | None:
+    """Counter delta over one window; None when the engine exports no speculative counters."""
+    b, a = before.values, after.values
+
+    def d(name: str) -> float:
+        return a.get(name, 0.0) - b.get(name, 0.0)
+
+    if engine == "vllm":
+        if VLLM_DRAFTS not in a:
+            return None
+        drafts, draft_tokens, accepted = d(VLLM_DRAFTS), d(VLLM_DRAFT_TOKENS), d(VLLM_ACCEPTED)
+        positions = sorted(
+            (k for k in a if k.startswith(VLLM_PER_POS)), key=lambda k: int(_pos_of(k))
+        )
+        per_pos = [round(d(k)) for k in positions]
+        source = "vllm /metrics spec_decode counters"
+    else:
+        if SGLANG_VERIFY not in a:
+            return None
+        drafts = d(SGLANG_VERIFY)
+        accepted = max(0.0, d(SGLANG_GEN) - d(SGLANG_REQS) - drafts)
+        per_round = a.get(SGLANG_DRAFT_TOKENS_GAUGE)
+        if per_round is not None and per_round > 1:
+            draft_tokens = drafts * (per_round - 1)
+        elif spec_num_tokens is not None:
+            draft_tokens = drafts * spec_num_tokens
+        else:
+            draft_tokens = 0.0
+        per_pos = []
+        source = "sglang /metrics: verify calls, generation tokens, requests"
+    return build(drafts, draft_tokens, accepted, per_pos, source, before, after)
+
+
+def _pos_of(key: str) -> str:
+    return key.rsplit('="', 1)[-1].rstrip('"}')
+
+
+def build(
+    drafts: float,
+    draft_tokens: float,
+    accepted: float,
+    per_pos: list[int],
+    source: str,
+    before: MetricSnapshot | None = None,
+    after: MetricSnapshot | None = None,
+) -> AcceptanceDelta:
+    nd, nt, na = round(drafts), round(draft_tokens), round(accepted)
+    return AcceptanceDelta(
+        drafts=max(nd, 0),
+        draft_tokens=max(nt, 0),
+        accepted_tokens=max(na, 0),
+        acceptance_rate=na / nt if nt > 0 else None,
+        mean_acceptance_length=1 + na / nd if nd > 0 else None,
+        accepted_per_position=per_pos,
+        source=source,
+        before=before,
+        after=after,
+    )
+
+
+def combine(deltas: Iterable[AcceptanceDelta]) -> AcceptanceDelta | None:
+    """Sum per-iteration deltas into the run's figure (raw snapshots stay per iteration)."""
+    items = list(deltas)
+    if not items:
+        return None
+    width = max(len(x.accepted_per_position) for x in items)
+    per_pos = [
+        sum(x.accepted_per_position[i] for x in items if i < len(x.accepted_per_position))
+        for i in range(width)
+    ]
+    return build(
+        sum(x.drafts for x in items),
+        sum(x.draft_tokens for x in items),
+        sum(x.accepted_tokens for x in items),
+        per_pos,
+        items[0].source,
+    )

@@ -1,0 +1,454 @@
+"""Streaming HTTP client: one chat-completions request -> a ``RequestRecord`` with exact timing.
+
+Design (why not httpx or aiohttp): the measurement needs the arrival time of every SSE event,
+and the cost per event bounds how many tokens per second one process can ingest without the
+timestamps drifting. httpx's async streaming pays several coroutine hops and buffer copies per
+line; aiohttp stamps only when the reading coroutine is resumed, one event-loop turn after the
+bytes arrived. This module is a small HTTP/1.1 client on a raw ``asyncio.Protocol``:
+``data_received`` stamps ``time.perf_counter()`` on entry (the moment the bytes leave the
+kernel), de-chunks the body and splits SSE events in place, and keeps ``(time, bytes)`` pairs.
+JSON decoding happens after the stream ends (``interpret_chat_stream``), off the timing path.
+``tests/bench_client.py`` measures the resulting error against the server's own write times and
+compares the ingest rate with httpx and aiohttp.
+
+Scope is deliberately narrow: plain ``http://`` (engines run on the same host or LAN),
+``Content-Length``, ``chunked`` or read-until-close bodies, one request per connection
+(connections are opened before an iteration starts so TTFT excludes TCP setup). TCP_NODELAY
+is set on every socket so a request is never held back by Nagle's algorithm.
+
+Token accounting follows the measurement contract: the first token is the first chunk carrying
+non-empty ``content``, ``reasoning_content`` (SGLang 0.5.19, ``srt/entrypoints/openai/
+protocol.py`` DeltaMessage) or ``reasoning`` (vLLM 0.33.0, ``entrypoints/generate/base/
+protocol.py`` DeltaMessage); a role-only or empty chunk is not a token. Token counts come from
+the server's ``usage`` only; chunks are never counted as tokens.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import socket
+import time
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import urlsplit
+
+from bench.schema import RequestRecord
+
+EMULATOR_HEADER = "x-specbench-emulator"
+_MAX_HEADER_BYTES = 64 * 1024
+_MAX_PLAIN_BODY = 16 * 1024 * 1024
+_json_decode = json.JSONDecoder().decode
+
+
+@dataclass
+class RawResponse:
+    """What came back on one connection, before any JSON decoding.
+
+    ``events`` holds ``(arrival, data)`` for every SSE ``data:`` field, ``arrival`` being
+    ``time.perf_counter()`` when the bytes completing the event were received."""
+
+    sent_at: float = 0.0
+    status: int | None = None
+    headers: dict[str, str] = field(default_factory=dict)
+    events: list[tuple[float, bytes]] = field(default_factory=list)
+    body: bytes = b""
+    first_byte_at: float | None = None
+    ended_at: float | None = None
+    complete: bool = False
+    error: str | None = None
+
+    @property
+    def is_emulator(self) -> bool:
+        return self.headers.get(EMULATOR_HEADER, "").strip() == "1"
+
+
+class _Protocol(asyncio.Protocol):
+    """HTTP/1.1 response parser that stamps arrival times as bytes come in."""
+
+    def __init__(self, raw: RawResponse, sse: bool) -> None:
+        self.raw = raw
+        self.sse = sse
+        self.transport: asyncio.Transport | None = None
+        self.done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._head = bytearray()
+        self._in_body = False
+        self._chunked = False
+        self._remaining: int | None = None  # Content-Length left, None = until close
+        self._rest = b""  # undecoded chunked framing
+        self._sbuf = bytearray()  # decoded body not yet split into SSE events
+        self._plain = bytearray()
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self.transport = transport
+        sock = transport.get_extra_info("socket")
+        if sock is not None:
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+    def data_received(self, data: bytes) -> None:
+        now = time.perf_counter()
+        raw = self.raw
+        if raw.first_byte_at is None:
+            raw.first_byte_at = now
+        if self.done.done():
+            return
+        try:
+            if not self._in_body:
+                self._head += data
+                end = self._head.find(b"\r\n\r\n")
+                if end < 0:
+                    if len(self._head) > _MAX_HEADER_BYTES:
+                        self._fail("response headers too large")
+                    return
+                data = bytes(self._head[end + 4 :])
+                self._parse_head(bytes(self._head[:end]))
+                self._in_body = True
+                if self._remaining == 0:
+                    self._finish()
+                    return
+            if self._chunked:
+                self._feed_chunked(data, now)
+            else:
+                self._feed_plain(data, now)
+        except _HttpError as err:
+            self._fail(str(err))
+
+    def _parse_head(self, head: bytes) -> None:
+        lines = head.decode("latin-1").split("\r\n")
+        parts = lines[0].split(" ", 2)
+        if len(parts) < 2 or not parts[0].startswith("HTTP/1."):
+            raise _HttpError(f"not an HTTP/1.x response: {lines[0][:80]!r}")
+        try:
+            self.raw.status = int(parts[1])
+        except ValueError:
+            raise _HttpError(f"bad status line: {lines[0][:80]!r}") from None
+        headers: dict[str, str] = {}
+        for line in lines[1:]:
+            name, sep, value = line.partition(":")
+            if sep:
+                headers[name.strip().lower()] = value.strip()
+        self.raw.headers = headers
+        if "chunked" in headers.get("transfer-encoding", "").lower():
+            self._chunked = True
+        elif "content-length" in headers:
+            try:
+                self._remaining = int(headers["content-length"])
+            except ValueError:
+                raise _HttpError("bad Content-Length") from None
+        # Only a 200 text/event-stream body is split into events; anything else is kept whole.
+        ctype = headers.get("content-type", "")
+        self.sse = self.sse and self.raw.status == 200 and "text/event-stream" in ctype
+
+    def _feed_plain(self, data: bytes, now: float) -> None:
+        if self._remaining is not None:
+            data = data[: self._remaining]
+            self._remaining -= len(data)
+        self._body(data, now)
+        if self._remaining == 0:
+            self._finish()
+
+    def _feed_chunked(self, data: bytes, now: float) -> None:
+        if self._rest:
+            data = self._rest + data
+            self._rest = b""
+        events = self.raw.events
+        # Fast path: a chunk holding exactly one whole SSE event (how both engines write).
+        fast = self.sse and not self._sbuf
+        pos, n = 0, len(data)
+        while True:
+            eol = data.find(b"\r\n", pos)
+            if eol < 0:
+                break
+            try:
+                size = int(data[pos:eol].split(b";", 1)[0], 16)
+            except ValueError:
+                raise _HttpError(f"bad chunk size {data[pos:eol][:20]!r}") from None
+            if size == 0:
+                # Trailers are not used by the engines; the terminating chunk ends the body.
+                self._finish()
+                return
+            start = eol + 2
+            end = start + size
+            if n < end + 2:
+                break
+            if (
+                fast
+                and data.startswith(b"data:", start)
+                and data.startswith(b"\n\n", end - 2)
+                and data.find(b"\n", start, end - 2) < 0
+            ):
+                events.append((now, data[start + 5 : end - 2].strip()))
+            else:
+                self._body(data[start:end], now)
+                fast = self.sse and not self._sbuf
+            pos = end + 2
+        if pos < n:
+            self._rest = data[pos:]
+
+    def _body(self, data: bytes, now: float) -> None:
+        if not data:
+            return
+        if not self.sse:
+            self._plain += data
+            if len(self._plain) > _MAX_PLAIN_BODY:
+                raise _HttpError("response body too large")
+            return
+        sbuf = self._sbuf
+        sbuf += data
+        if b"\r" in data:
+            sbuf[:] = sbuf.replace(b"\r\n", b"\n")
+        start = 0
+        events = self.raw.events
+        while True:
+            end = sbuf.find(b"\n\n", start)
+            if end < 0:
+                break
+            block = bytes(sbuf[start:end])
+            start = end + 2
+            for line in block.split(b"\n"):
+                if line.startswith(b"data:"):
+                    events.append((now, line[5:].strip()))
+        if start:
+            del sbuf[:start]
+
+    def _finish(self) -> None:
+        if not self.done.done():
+            self.raw.ended_at = time.perf_counter()
+            self.raw.complete = True
+            self.raw.body = bytes(self._plain)
+            self.done.set_result(None)
+        if self.transport is not None:
+            self.transport.close()
+
+    def _fail(self, reason: str) -> None:
+        if not self.done.done():
+            self.raw.ended_at = time.perf_counter()
+            self.raw.error = reason
+            self.raw.body = bytes(self._plain)
+            self.done.set_result(None)
+        if self.transport is not None:
+            self.transport.close()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if self.done.done():
+            return
+        if self._in_body and not self._chunked and self._remaining is None:
+            self._finish()  # read-until-close body
+            return
+        what = "during headers" if not self._in_body else "mid-body"
+        detail = f": {exc}" if exc else ""
+        self._fail(f"server closed the connection {what}{detail}")
+
+
+class _HttpError(Exception):
+    pass
+
+
+def split_base_url(base_url: str) -> tuple[str, int, str]:
+    """``http://host:port/prefix`` -> (host, port, prefix without trailing slash)."""
+    parts = urlsplit(base_url)
+    if parts.scheme != "http" or not parts.hostname:
+        raise ValueError(f"expected http://host[:port][/prefix], got {base_url!r}")
+    return parts.hostname, parts.port or 80, parts.path.rstrip("/")
+
+
+class Connection:
+    """One TCP connection carrying one request. Open it early, ``send`` when the iteration
+    starts, then ``await wait()``."""
+
+    def __init__(self, base_url: str, sse: bool) -> None:
+        self.host, self.port, self.prefix = split_base_url(base_url)
+        self.raw = RawResponse()
+        self._sse = sse
+        self._proto: _Protocol | None = None
+
+    async def open(self, timeout_s: float) -> None:
+        loop = asyncio.get_running_loop()
+        _, proto = await asyncio.wait_for(
+            loop.create_connection(lambda: _Protocol(self.raw, self._sse), self.host, self.port),
+            timeout_s,
+        )
+        self._proto = proto
+
+    def send(self, method: str, path: str, body: bytes | None = None) -> None:
+        assert self._proto is not None and self._proto.transport is not None
+        head = (
+            f"{method} {self.prefix}{path} HTTP/1.1\r\n"
+            f"Host: {self.host}:{self.port}\r\n"
+            "Accept: text/event-stream, application/json, */*\r\n"
+            "Connection: close\r\n"
+        )
+        if body is not None:
+            head += f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n"
+        msg = (head + "\r\n").encode("latin-1") + (body or b"")
+        self.raw.sent_at = time.perf_counter()
+        self._proto.transport.write(msg)
+
+    async def wait(self, timeout_s: float) -> RawResponse:
+        assert self._proto is not None
+        try:
+            await asyncio.wait_for(asyncio.shield(self._proto.done), timeout_s)
+        except TimeoutError:
+            self._proto._fail(f"no complete response within {timeout_s:g} s")
+        return self.raw
+
+    def close(self) -> None:
+        if self._proto is not None and self._proto.transport is not None:
+            self._proto.transport.close()
+
+
+async def request(
+    base_url: str, method: str, path: str, body: Any = None, timeout_s: float = 10.0
+) -> RawResponse:
+    """One non-streamed request; a connection failure comes back as ``RawResponse.error``."""
+    conn = Connection(base_url, sse=False)
+    try:
+        await conn.open(timeout_s)
+    except (OSError, TimeoutError) as err:
+        conn.raw.error = f"cannot connect to {base_url}: {err or type(err).__name__}"
+        return conn.raw
+    data = json.dumps(body).encode() if body is not None else None
+    conn.send(method, path, data)
+    raw = await conn.wait(timeout_s)
+    conn.close()
+    return raw
+
+
+def chat_body(model: str, prompt: str, max_tokens: int, temperature: float = 0.0) -> dict[str, Any]:
+    """The request body of the measurement contract (both engines accept ``ignore_eos``)."""
+    return {
+        "model": model,
+        "messages": [{"role": "user", "content": prompt}],
+        "stream": True,
+        "stream_options": {"include_usage": True},
+        "max_tokens": max_tokens,
+        "temperature": temperature,
+        "ignore_eos": True,
+    }
+
+
+def _one_line(text: str, limit: int = 200) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[: limit - 3] + "..."
+
+
+def interpret_chat_stream(
+    raw: RawResponse, request_id: str, stream_index: int, max_tokens: int
+) -> RequestRecord:
+    """Decode the events of one streamed chat completion into a RequestRecord (times in seconds
+    relative to ``sent_at``). Anything off — HTTP error, malformed event, missing usage, early
+    stop, disconnect — leaves ``error`` or ``reasons`` set, so the record is invalid."""
+    rec = RequestRecord(request_id=request_id, stream_index=stream_index, sent_at=raw.sent_at)
+    rec.http_status = raw.status
+    sent = raw.sent_at
+    if raw.ended_at is not None:
+        rec.ended_at = raw.ended_at - sent
+        rec.e2e_ms = (raw.ended_at - sent) * 1e3
+    if raw.status is not None and raw.status != 200:
+        body = raw.body.decode("utf-8", "replace")
+        rec.error = f"HTTP {raw.status}: {_one_line(body) or '(empty body)'}"
+        return rec
+    if raw.status is None:
+        rec.error = raw.error or "no response"
+        return rec
+    if not raw.events and raw.body:
+        rec.error = "response is not an SSE stream: " + _one_line(
+            raw.body.decode("utf-8", "replace")
+        )
+        return rec
+
+    usage: dict[str, Any] | None = None
+    first: float | None = None
+    last: float | None = None
+    done_seen = False
+    text_parts: list[str] = []
+    times: list[float] = []
+    chars: list[int] = []
+    for k, (t, data) in enumerate(raw.events):
+        if data == b"[DONE]":
+            done_seen = True
+            continue
+        try:
+            obj = _json_decode(data.decode())
+        except ValueError:
+            rec.error = (
+                f"malformed SSE event #{k}: {_one_line(data.decode('utf-8', 'replace'), 80)}"
+            )
+            break
+        if not isinstance(obj, dict):
+            rec.error = f"malformed SSE event #{k}: not a JSON object"
+            break
+        if "error" in obj and not obj.get("choices"):
+            err = obj["error"]
+            msg = err.get("message", err) if isinstance(err, dict) else err
+            rec.error = f"server error event: {_one_line(str(msg))}"
+            break
+        n = 0
+        for choice in obj.get("choices") or ():
+            delta = choice.get("delta") or {}
+            for key in ("content", "reasoning_content", "reasoning"):
+                piece = delta.get(key)
+                if piece:
+                    n += len(piece)
+                    text_parts.append(piece)
+            if choice.get("finish_reason"):
+                rec.finish_reason = choice["finish_reason"]
+        times.append(t - sent)
+        chars.append(n)
+        if n:
+            if first is None:
+                first = t
+            last = t
+        if obj.get("usage"):
+            usage = obj["usage"]
+    rec.chunk_times = times
+    rec.chunk_chars = chars
+    text = "".join(text_parts)
+    rec.output_sha256 = hashlib.sha256(text.encode()).hexdigest()
+    if rec.error is not None:
+        return rec
+    if raw.error is not None:
+        rec.error = f"stream broken: {raw.error}"
+        return rec
+    if not done_seen:
+        rec.error = "stream ended without data: [DONE] (disconnect)"
+        return rec
+
+    if first is not None and last is not None:
+        rec.first_token_at = first - sent
+        rec.last_token_at = last - sent
+        rec.ttft_ms = (first - sent) * 1e3
+    else:
+        rec.reasons.append("no chunk carried content or reasoning content")
+    if usage is None:
+        rec.reasons.append("missing usage (stream_options.include_usage ignored by the server)")
+        return rec
+    rec.prompt_tokens = _int_or_none(usage.get("prompt_tokens"))
+    rec.completion_tokens = _int_or_none(usage.get("completion_tokens"))
+    details = usage.get("completion_tokens_details") or {}
+    rec.reasoning_tokens = _int_or_none(details.get("reasoning_tokens"))
+    ct = rec.completion_tokens
+    if ct is None:
+        rec.reasons.append("usage without completion_tokens")
+        return rec
+    if ct != max_tokens:
+        rec.reasons.append(
+            f"early stop: completion_tokens={ct} != max_tokens={max_tokens} "
+            f"(finish_reason={rec.finish_reason})"
+        )
+    if rec.reasoning_tokens is not None and rec.reasoning_tokens > ct:
+        rec.reasons.append(
+            f"usage inconsistent: reasoning_tokens={rec.reasoning_tokens} > completion_tokens={ct}"
+        )
+    if first is not None and last is not None and ct >= 2:
+        if last > first:
+            rec.decode_tok_s = (ct - 1) / (last - first)
+        else:
+            rec.reasons.append("all tokens arrived in one chunk: decode rate undefined")
+    return rec
+
+
+def _int_or_none(v: object) -> int | None:
+    return v if isinstance(v, int) and not isinstance(v, bool) else None

@@ -1,0 +1,461 @@
+"""Measure one engine endpoint: warmup, then measured iterations of C concurrent streams.
+
+``measure(RunSpec) -> Payload`` is the single path used by ``specbench run`` and by the matrix
+(once per concurrency level, against an already-running server). Per iteration: scrape the
+engine's counters, open C connections, send C requests together, wait for every stream, scrape
+again. Per request the client gives TTFT, decode tok/s ((completion_tokens - 1) / first-to-last
+token window, tokens from usage) and E2E; per iteration the per-stream mean and the aggregate
+(total completion tokens / (last token - first send)); over the valid measured iterations,
+``bench.core.summarize`` gives mean, stddev, median, min, max and the 95% CI.
+
+Server misbehaviour never raises: it becomes an invalid request/iteration with a one-line reason
+and the payload's validity block says invalid. Bad input (unreachable server, unknown served
+model, impossible prompt size) raises ``InputError``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal, Protocol
+
+from pydantic import Field, field_validator
+
+from bench import __version__
+from bench.core import InputError, SpecMethod, StrictModel, canonical_spec_method, summarize
+from bench.core._vocab import utc_now
+from bench.measure import SGLANG_GAUGES, combine, delta, snapshot
+from bench.measure._client import Connection, RawResponse, chat_body, interpret_chat_stream, request
+from bench.measure._workload import PromptFactory, load_tokenizer, prompt_sha256
+from bench.schema import (
+    PAYLOAD_SCHEMA,
+    EngineFlags,
+    Evidence,
+    Figures,
+    Hardware,
+    IterationRecord,
+    MetricSnapshot,
+    Payload,
+    RequestRecord,
+    RunInfo,
+    SampleStats,
+    Validity,
+    ValidityReason,
+    Workload,
+)
+
+if TYPE_CHECKING:
+    from bench.machine import Sampler
+
+PROBE_TIMEOUT_S = 10.0
+NO_SAMPLER = "no telemetry sampler was running for this measurement"
+
+
+class RunSpec(StrictModel):
+    """Everything one measurement needs (INTERFACES.md, Measurement)."""
+
+    engine: Literal["vllm", "sglang"]
+    base_url: str
+    hf_id: str
+    served_model: str
+    quantization: str
+    hardware: Hardware
+    spec_method: SpecMethod = "NONE"
+    spec_num_tokens: int | None = Field(default=None, ge=1)
+    spec_draft_model: str | None = None
+    prompt_tokens: int = Field(ge=1)
+    max_tokens: int = Field(ge=2)
+    concurrency: int = Field(default=1, ge=1)
+    warmup: int = Field(default=2, ge=0)
+    iterations: int = Field(default=5, ge=1)
+    tokenizer: Path | None = None
+    allow_prompt_mismatch: bool = False
+    request_timeout_s: float = Field(default=600.0, gt=0)
+    simulated: bool = False
+    run_id: str | None = None
+    config_name: str | None = None
+    command: list[str] = Field(default_factory=list)
+    engine_version: str | None = None
+    tensor_parallel: int = Field(default=1, ge=1)
+    prefix_caching: bool | None = None
+    gpu_mem_util: float | None = Field(default=None, gt=0, le=1)
+    command_snippet: str | None = None
+    model_revision: str | None = None
+    temperature: float = Field(default=0.0, ge=0)
+
+    @field_validator("spec_method", mode="before")
+    @classmethod
+    def _canon(cls, v: object) -> object:
+        return canonical_spec_method(v)
+
+
+class ProgressSink(Protocol):
+    """Told about each iteration (warmups included) as it starts and ends."""
+
+    def iteration_started(self, index: int, total: int, warmup: bool) -> None: ...
+
+    def iteration_finished(self, record: IterationRecord) -> None: ...
+
+
+def measure(
+    spec: RunSpec,
+    progress: ProgressSink | None = None,
+    *,
+    telemetry: Sampler | None = None,
+    no_telemetry_reason: str | None = None,
+) -> Payload:
+    """Run the whole measurement against an already-running server (sync wrapper).
+
+    ``telemetry``: a running ``bench.machine.Sampler`` (the matrix keeps one per
+    configuration); the payload gets its summary over the measured iteration windows and any
+    throttling as a validity warning. Without one the payload says why there is none."""
+    return asyncio.run(
+        measure_async(spec, progress, telemetry=telemetry, no_telemetry_reason=no_telemetry_reason)
+    )
+
+
+async def _server_prompt_count(spec: RunSpec, prompt: str) -> int:
+    body = chat_body(spec.served_model, prompt, max_tokens=1, temperature=spec.temperature)
+    body["ignore_eos"] = False
+    conn = Connection(spec.base_url, sse=True)
+    try:
+        await conn.open(PROBE_TIMEOUT_S)
+    except (OSError, TimeoutError) as err:
+        raise InputError("--base-url", f"cannot connect to {spec.base_url}: {err}") from None
+    conn.send("POST", "/v1/chat/completions", json.dumps(body).encode())
+    raw = await conn.wait(spec.request_timeout_s)
+    rec = interpret_chat_stream(raw, "calibration", 0, max_tokens=1)
+    if rec.error is not None or rec.prompt_tokens is None:
+        why = rec.error or "; ".join(rec.reasons) or "no usage.prompt_tokens"
+        raise InputError("--base-url", f"calibration request failed: {why}")
+    return rec.prompt_tokens
+
+
+async def _probe(spec: RunSpec) -> tuple[bool, list[str]]:
+    """Reachability and served-model check; returns (emulator announced?, served model ids)."""
+    raw = await request(spec.base_url, "GET", "/v1/models", timeout_s=PROBE_TIMEOUT_S)
+    if raw.status is None:
+        raise InputError("--base-url", raw.error or f"no response from {spec.base_url}")
+    if raw.status != 200:
+        raise InputError("--base-url", f"GET /v1/models answered HTTP {raw.status}")
+    try:
+        ids = [m["id"] for m in json.loads(raw.body)["data"]]
+    except (ValueError, KeyError, TypeError):
+        raise InputError(
+            "--base-url", "GET /v1/models did not return an OpenAI model list"
+        ) from None
+    if spec.served_model not in ids:
+        raise InputError("--served-model", f"{spec.served_model!r} not served (serves: {ids})")
+    return raw.is_emulator, ids
+
+
+async def _scrape(spec: RunSpec) -> tuple[MetricSnapshot | None, bool]:
+    raw = await request(spec.base_url, "GET", "/metrics", timeout_s=PROBE_TIMEOUT_S)
+    if raw.status != 200:
+        return None, raw.is_emulator
+    return snapshot(spec.engine, raw.body.decode("utf-8", "replace")), raw.is_emulator
+
+
+async def _one_iteration(
+    spec: RunSpec, factory: PromptFactory, index: int, warmup: bool
+) -> tuple[IterationRecord, list[RawResponse], list[str]]:
+    prompts = [factory.build() for _ in range(spec.concurrency)]
+    conns = [Connection(spec.base_url, sse=True) for _ in prompts]
+    opened = await asyncio.gather(*(c.open(PROBE_TIMEOUT_S) for c in conns), return_exceptions=True)
+    bodies = [
+        json.dumps(chat_body(spec.served_model, p, spec.max_tokens, spec.temperature)).encode()
+        for p in prompts
+    ]
+    # Send all C requests back to back, then wait: the streams start together.
+    for conn, body, err in zip(conns, bodies, opened, strict=True):
+        if isinstance(err, BaseException):
+            conn.raw.error = f"cannot connect: {err or type(err).__name__}"
+            continue
+        conn.send("POST", "/v1/chat/completions", body)
+    raws = await asyncio.gather(
+        *(
+            c.wait(spec.request_timeout_s) if not isinstance(e, BaseException) else _done(c.raw)
+            for c, e in zip(conns, opened, strict=True)
+        )
+    )
+    for c in conns:
+        c.close()
+    records = [
+        interpret_chat_stream(raw, _request_id(raw, index, k), k, spec.max_tokens)
+        for k, raw in enumerate(raws)
+    ]
+    return _iteration_record(spec, index, warmup, records), list(raws), prompts
+
+
+async def _done(raw: RawResponse) -> RawResponse:
+    return raw
+
+
+def _request_id(raw: RawResponse, index: int, k: int) -> str:
+    """The server's completion id (the emulator's truth key) when the stream gave one."""
+    for _, data in raw.events[:1]:
+        try:
+            obj = json.loads(data)
+            rid = obj.get("id") if isinstance(obj, dict) else None
+            if isinstance(rid, str):
+                return rid
+        except ValueError:
+            pass
+    return f"it{index}-s{k}"
+
+
+def _iteration_record(
+    spec: RunSpec, index: int, warmup: bool, records: list[RequestRecord]
+) -> IterationRecord:
+    sent = [r.sent_at for r in records if r.sent_at]
+    start = min(sent) if sent else 0.0
+    ends = [r.sent_at + r.last_token_at for r in records if r.last_token_at is not None]
+    ended = [r.sent_at + r.ended_at for r in records if r.ended_at is not None]
+    it = IterationRecord(
+        index=index,
+        warmup=warmup,
+        window_start=start,
+        window_end=max(ended) if ended else start,
+        requests=records,
+    )
+    reasons: list[str] = []
+    if not spec.allow_prompt_mismatch:
+        for r in records:
+            if r.prompt_tokens is not None and r.prompt_tokens != spec.prompt_tokens:
+                r.reasons = [
+                    *r.reasons,
+                    f"prompt mismatch: server counted {r.prompt_tokens} prompt tokens, "
+                    f"expected {spec.prompt_tokens}",
+                ]
+    bad = [r for r in records if not r.valid]
+    if bad:
+        first = bad[0]
+        why = first.error or first.reasons[0]
+        reasons.append(
+            f"{len(bad)}/{len(records)} requests invalid; stream {first.stream_index}: {why}"
+        )
+    rates = [r.decode_tok_s for r in records if r.decode_tok_s is not None]
+    if rates and not bad:
+        it.per_stream_mean_tok_s = math.fsum(rates) / len(rates)
+        total = sum(r.completion_tokens or 0 for r in records)
+        if ends and max(ends) > start:
+            it.aggregate_tok_s = total / (max(ends) - start)
+    it.reasons = reasons
+    return it
+
+
+async def measure_async(
+    spec: RunSpec,
+    progress: ProgressSink | None = None,
+    *,
+    telemetry: Sampler | None = None,
+    no_telemetry_reason: str | None = None,
+) -> Payload:
+    started = utc_now()
+    is_emulator, _ = await _probe(spec)
+    counter = load_tokenizer(spec.tokenizer) if spec.tokenizer else None
+    factory = PromptFactory(spec.prompt_tokens, counter)
+    await factory.calibrate(
+        lambda p: _server_prompt_count(spec, p), allow_mismatch=spec.allow_prompt_mismatch
+    )
+    warnings: list[str] = []
+    iterations: list[IterationRecord] = []
+    first_prompt: str | None = None
+    total = spec.warmup + spec.iterations
+    for i in range(total):
+        warmup = i < spec.warmup
+        if progress is not None:
+            progress.iteration_started(i, total, warmup)
+        before, em1 = (None, False) if warmup else await _scrape(spec)
+        it, raws, prompts = await _one_iteration(spec, factory, i, warmup)
+        after, em2 = (None, False) if warmup else await _scrape(spec)
+        is_emulator = is_emulator or em1 or em2 or any(r.is_emulator for r in raws)
+        if before is not None and after is not None:
+            it.acceptance = delta(spec.engine, before, after, spec.spec_num_tokens)
+        if not warmup and first_prompt is None:
+            first_prompt = prompts[0]
+        iterations.append(it)
+        if progress is not None:
+            progress.iteration_finished(it)
+    payload = _payload(spec, iterations, first_prompt or "", is_emulator, started, warnings)
+    return with_telemetry(payload, telemetry, no_telemetry_reason)
+
+
+def with_telemetry(
+    payload: Payload, sampler: Sampler | None, no_telemetry_reason: str | None = None
+) -> Payload:
+    """The payload with ``evidence.telemetry`` (cut to its measured iterations) and throttling
+    as validity warnings; without a sampler, telemetry stays absent and a warning says why."""
+    from bench.machine import measured_summary, no_telemetry_note
+    from bench.measure._validity import throttle_warnings
+
+    ev = payload.evidence
+    if sampler is None:
+        note = no_telemetry_note(no_telemetry_reason or NO_SAMPLER)
+        update: dict[str, Any] = {"warnings": [*ev.warnings, note]}
+    else:
+        summary = measured_summary(sampler, ev.iterations)
+        reasons = [*ev.validity.reasons, *throttle_warnings(summary)]
+        validity = Validity(
+            valid=not any(r.severity == "invalid" for r in reasons), reasons=reasons
+        )
+        update = {"telemetry": summary, "validity": validity}
+    return payload.model_copy(update={"evidence": ev.model_copy(update=update)})
+
+
+def _mean(values: Sequence[float]) -> float:
+    return math.fsum(values) / len(values)
+
+
+def _payload(
+    spec: RunSpec,
+    iterations: list[IterationRecord],
+    prompt: str,
+    is_emulator: bool,
+    started: str,
+    warnings: list[str],
+) -> Payload:
+    measured = [it for it in iterations if not it.warmup]
+    valid = [it for it in measured if it.valid]
+    reasons: list[ValidityReason] = []
+    for it in measured:
+        if not it.valid:
+            reasons.append(
+                ValidityReason(
+                    code="invalid_iteration",
+                    message=f"iteration {it.index}: {'; '.join(it.reasons) or 'invalid request'}",
+                )
+            )
+    if spec.allow_prompt_mismatch:
+        counts = {r.prompt_tokens for it in measured for r in it.requests}
+        # None = no usage: that request is invalid for its own reason, not a mismatch.
+        if counts - {spec.prompt_tokens, None}:
+            warnings.append(
+                f"prompt mismatch allowed: server counted {sorted(c for c in counts if c)} "
+                f"prompt tokens, requested {spec.prompt_tokens}"
+            )
+    deltas = [it.acceptance for it in valid if it.acceptance is not None]
+    acc = combine(deltas)
+    spec_on = spec.spec_method != "NONE"
+    if spec_on and valid:
+        if acc is None:
+            warnings.append("no speculative-decoding counters on /metrics: acceptance unknown")
+        elif acc.accepted_tokens == 0:
+            reasons.append(
+                ValidityReason(
+                    code="zero_acceptance",
+                    message=f"speculation on ({spec.spec_method}) but 0 accepted tokens "
+                    f"over {acc.drafts} drafts",
+                )
+            )
+    if not valid:
+        reasons.append(
+            ValidityReason(code="no_valid_iteration", message="no measured iteration was valid")
+        )
+    simulated = spec.simulated or is_emulator
+
+    decode = [it.per_stream_mean_tok_s for it in valid if it.per_stream_mean_tok_s is not None]
+    ttft = [_mean([r.ttft_ms for r in it.requests if r.ttft_ms is not None]) for it in valid]
+    e2e = [_mean([r.e2e_ms for r in it.requests if r.e2e_ms is not None]) for it in valid]
+    agg = [it.aggregate_tok_s for it in valid if it.aggregate_tok_s is not None]
+    total_rate = [
+        (spec.prompt_tokens + spec.max_tokens) / (r.e2e_ms / 1e3)
+        for it in valid
+        for r in it.requests
+        if r.e2e_ms
+    ]
+    figures = Figures(
+        decode_tok_s=summarize(decode) if decode else None,
+        ttft_ms=summarize(ttft) if ttft else None,
+        e2e_ms=summarize(e2e) if e2e else None,
+        aggregate_tok_s=summarize(agg) if agg else None,
+    )
+    sample_stats = (
+        SampleStats(
+            min=figures.decode_tok_s.min,
+            p50=figures.decode_tok_s.median,
+            mean=figures.decode_tok_s.mean,
+            max=figures.decode_tok_s.max,
+            stddev=figures.decode_tok_s.stddev,
+        )
+        if figures.decode_tok_s
+        else SampleStats(min=0, p50=0, mean=0, max=0, stddev=0)
+    )
+    first_req = valid[0].requests[0] if valid else None
+    validity = Validity(valid=not any(r.severity == "invalid" for r in reasons), reasons=reasons)
+    flags = EngineFlags(
+        specDecoding=spec_on,
+        specMethod=spec.spec_method,
+        specModel=spec.spec_draft_model,
+        specNumTokens=spec.spec_num_tokens,
+        specDraftTokens=acc.draft_tokens if acc else None,
+        specAcceptedTokens=acc.accepted_tokens if acc else None,
+        specAcceptanceRate=acc.acceptance_rate if acc else None,
+        specMeanAcceptedLength=acc.mean_acceptance_length if acc else None,
+        tensorParallel=spec.tensor_parallel,
+        concurrency=spec.concurrency,
+        temperature=spec.temperature,
+        prefixCaching=spec.prefix_caching,
+        gpuMemUtil=spec.gpu_mem_util,
+        commandSnippet=spec.command_snippet,
+    )
+    raw_acc: dict[str, Any] = {}
+    if spec.engine == "sglang":
+        gauges = [
+            it.acceptance.after.values for it in valid if it.acceptance and it.acceptance.after
+        ]
+        raw_acc["sglang_gauges_after_each_iteration"] = [
+            {g: v[g] for g in SGLANG_GAUGES if g in v} for v in gauges
+        ]
+    evidence = Evidence(
+        run=RunInfo(
+            specbench_version=__version__,
+            started_at=started,
+            finished_at=utc_now(),
+            base_url=spec.base_url,
+            served_model=spec.served_model,
+            command=spec.command,
+            run_id=spec.run_id,
+            config_name=spec.config_name,
+            simulated=simulated,
+        ),
+        workload=Workload(
+            prompt_tokens=spec.prompt_tokens,
+            max_tokens=spec.max_tokens,
+            concurrency=spec.concurrency,
+            warmup=spec.warmup,
+            iterations=spec.iterations,
+            temperature=spec.temperature,
+            tokenizer=str(spec.tokenizer) if spec.tokenizer else None,
+        ),
+        figures=figures,
+        iterations=iterations,
+        acceptance=acc,
+        acceptance_raw=raw_acc,
+        validity=validity,
+        warnings=warnings,
+    )
+    return Payload(
+        schemaVersion=PAYLOAD_SCHEMA,
+        simulated=simulated,
+        hfId=spec.hf_id,
+        modelRevision=spec.model_revision,
+        hardware=spec.hardware,
+        engineName=spec.engine,
+        engineVersion=spec.engine_version,
+        quantization=spec.quantization,
+        tokSOut=figures.decode_tok_s.mean if figures.decode_tok_s else 0.0,
+        ttftMs=figures.ttft_ms.mean if figures.ttft_ms else 0.0,
+        tokSTotal=_mean(total_rate) if total_rate else None,
+        promptTokens=spec.prompt_tokens,
+        outputTokens=spec.max_tokens,
+        samples=decode,
+        sampleStats=sample_stats,
+        promptSha256=prompt_sha256(prompt),
+        outputSha256=(first_req.output_sha256 or "") if first_req else "",
+        engineFlags=flags,
+        evidence=evidence,
+    )

@@ -1,0 +1,173 @@
+"""Validity rules the matrix applies to every payload, on top of the measurement's own checks.
+
+A payload is invalid when: a speculative configuration accepted zero tokens; the load log shows
+skipped or missing draft tensors; a request's prompt or output token count differs from the
+workload; a request failed; the server container restarted. An invalid payload is kept with its
+reasons and evidence lines and excluded from rankings (the report filters on ``valid``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from bench.engines import LogPattern
+from bench.schema import Payload, TelemetrySummary, Validity, ValidityReason
+
+MAX_EVIDENCE = 12
+
+
+@dataclass(frozen=True)
+class LogFinding:
+    """One load-log line that matched a pattern."""
+
+    code: str
+    severity: str
+    message: str
+    line: str
+    source: str
+    key: str = ""  # what the line is about (e.g. the tensor name), for counting distinct ones
+
+
+def scan_log(text: str, patterns: tuple[LogPattern, ...], speculative: bool) -> list[LogFinding]:
+    """Every line of ``text`` that matches one of ``patterns`` (in order)."""
+    out: list[LogFinding] = []
+    for line in text.splitlines():
+        for p in patterns:
+            if p.speculative_only and not speculative:
+                continue
+            m = p.search(line)
+            if m:
+                key = m.group(1) if m.groups() else line.strip()
+                out.append(LogFinding(p.code, p.severity, p.message, line.strip(), p.source, key))
+    return out
+
+
+def _reason(code: str, message: str, evidence: list[str]) -> ValidityReason:
+    return ValidityReason(code=code, message=message, evidence=evidence[:MAX_EVIDENCE])
+
+
+def rule_reasons(
+    payload: Payload,
+    *,
+    speculative: bool,
+    findings: list[LogFinding],
+    restarts: int,
+) -> list[ValidityReason]:
+    """The matrix's rules, judged on one payload; each reason carries its evidence lines."""
+    reasons: list[ValidityReason] = []
+    flags = payload.engineFlags
+    if speculative and flags.specAcceptedTokens == 0:
+        reasons.append(
+            _reason(
+                "zero_acceptance",
+                f"speculative decoding ({flags.specMethod}) accepted 0 of "
+                f"{flags.specDraftTokens} draft tokens over the measured iterations",
+                [f"specAcceptedTokens=0 specDraftTokens={flags.specDraftTokens}"],
+            )
+        )
+    bad_load = [f for f in findings if f.severity == "invalid"]
+    for code in sorted({f.code for f in bad_load}):
+        hits = [f for f in bad_load if f.code == code]
+        # Each TP rank logs its own copy of a warning: count what the lines are about.
+        keys = list(dict.fromkeys(f.key for f in hits))
+        reasons.append(
+            _reason(
+                code,
+                f"{hits[0].message}: {len(keys)} distinct ({', '.join(keys[:8])}), "
+                f"{len(hits)} log line(s)",
+                [f.line for f in hits],
+            )
+        )
+    want_p = payload.evidence.workload.prompt_tokens
+    want_o = payload.evidence.workload.max_tokens
+    prompt_bad: list[str] = []
+    output_bad: list[str] = []
+    failed: list[str] = []
+    for it in payload.evidence.iterations:
+        if it.warmup:
+            continue
+        for r in it.requests:
+            tag = f"iteration {it.index} request {r.request_id}"
+            if r.error is not None or (r.http_status is not None and r.http_status >= 400):
+                failed.append(f"{tag}: status={r.http_status} error={r.error}")
+                continue
+            if r.prompt_tokens is not None and r.prompt_tokens != want_p:
+                prompt_bad.append(f"{tag}: prompt_tokens={r.prompt_tokens} want {want_p}")
+            if r.completion_tokens != want_o:
+                output_bad.append(f"{tag}: completion_tokens={r.completion_tokens} want {want_o}")
+    if prompt_bad and not any("prompt mismatch allowed" in w for w in payload.evidence.warnings):
+        reasons.append(
+            _reason("prompt_token_mismatch", f"{len(prompt_bad)} request(s)", prompt_bad)
+        )
+    if output_bad:
+        reasons.append(
+            _reason("output_token_mismatch", f"{len(output_bad)} request(s)", output_bad)
+        )
+    if failed:
+        reasons.append(_reason("failed_requests", f"{len(failed)} request(s) failed", failed))
+    if restarts > 0:
+        reasons.append(
+            _reason(
+                "container_restarted",
+                f"the server restarted {restarts} time(s) during the run",
+                [f"RestartCount={restarts}"],
+            )
+        )
+    return reasons
+
+
+def judge(
+    payload: Payload,
+    *,
+    speculative: bool,
+    findings: list[LogFinding],
+    restarts: int = 0,
+) -> Payload:
+    """The payload with its validity block extended by the matrix's rules (codes not repeated)."""
+    have = {r.code for r in payload.evidence.validity.reasons}
+    extra = [
+        r
+        for r in rule_reasons(
+            payload, speculative=speculative, findings=findings, restarts=restarts
+        )
+        if r.code not in have
+    ]
+    info = [f"{f.code}: {f.line}" for f in findings if f.severity not in ("invalid",)][
+        :MAX_EVIDENCE
+    ]
+    reasons = [*payload.evidence.validity.reasons, *extra]
+    validity = Validity(valid=not any(r.severity == "invalid" for r in reasons), reasons=reasons)
+    evidence = payload.evidence.model_copy(
+        update={
+            "validity": validity,
+            "warnings": [*payload.evidence.warnings, *(f"load log: {i}" for i in info)],
+        }
+    )
+    # Round-trip through validation so the written payload is schema-checked.
+    data = payload.model_dump(mode="json")
+    data["evidence"] = evidence.model_dump(mode="json")
+    return Payload.model_validate(data)
+
+
+def throttle_warnings(summary: TelemetrySummary) -> list[ValidityReason]:
+    """Throttling inside the measured windows -> one validity *warning* per GPU (never invalid:
+    the figure is real, but the reader should know the card was held back)."""
+    out: list[ValidityReason] = []
+    for g in summary.gpus:
+        if g.throttleReasons:
+            out.append(
+                ValidityReason(
+                    code="gpu_throttled",
+                    severity="warning",
+                    message=(
+                        f"GPU {g.gpu} was throttled in {g.throttledFraction:.0%} of the samples "
+                        f"of the measured windows: {', '.join(g.throttleReasons)}"
+                    ),
+                    evidence=[
+                        f"smClockMinMhz={g.smClockMinMhz}",
+                        f"temperatureMaxC={g.temperatureMaxC}",
+                        f"powerMaxW={g.powerMaxW}",
+                    ],
+                )
+            )
+    return out

@@ -1,0 +1,177 @@
+"""Publishing: a self-contained folder (and optional tarball) with the report, its charts, the
+artifacts and a SHA256SUMS over everything; and the check that a bundle is intact.
+
+Publishing refuses emulator output (SIMULATED) and runs with no valid payload: what leaves this
+machine must be a measurement."""
+
+from __future__ import annotations
+
+import io
+import shutil
+import tarfile
+import tempfile
+from pathlib import Path
+
+from bench.core import InputError, ensure_dir, sha256_file, write_bytes, write_text
+from bench.schema import read_payload
+
+SUMS = "SHA256SUMS"
+ARTIFACTS = "artifacts"
+
+
+def linked_files(markdown: str) -> list[str]:
+    """Relative link and image targets in a Markdown document (parsed with markdown-it-py)."""
+    from markdown_it import MarkdownIt
+
+    out: list[str] = []
+    for tok in MarkdownIt("commonmark").enable("table").parse(markdown):
+        for child in tok.children or []:
+            target = child.attrGet("src") if child.type == "image" else child.attrGet("href")
+            if child.type not in ("image", "link_open") or not isinstance(target, str):
+                continue
+            if "://" not in target and not target.startswith(("#", "mailto:")):
+                out.append(target)
+    return out
+
+
+def _write_sums(root: Path) -> None:
+    lines = [
+        f"{sha256_file(f)}  {f.relative_to(root).as_posix()}"
+        for f in sorted(root.rglob("*"))
+        if f.is_file() and f.relative_to(root).as_posix() != SUMS
+    ]
+    write_text(root / SUMS, "\n".join(lines) + "\n")
+
+
+def _tarball(root: Path, dest: Path) -> None:
+    """A reproducible tar.gz (sorted entries, zero mtimes, no owners) of ``root``."""
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:gz", compresslevel=9) as tar:
+        for f in sorted(root.rglob("*")):
+            if not f.is_file():
+                continue
+            info = tarfile.TarInfo(f"{root.name}/{f.relative_to(root).as_posix()}")
+            info.size = f.stat().st_size
+            info.mtime = 0
+            info.mode = 0o644
+            with f.open("rb") as fh:
+                tar.addfile(info, fh)
+    write_bytes(dest, buf.getvalue())
+
+
+def publish(artifacts_dir: Path, out_dir: Path, tarball: bool = False) -> Path:
+    """Write the bundle folder (and ``<out_dir>.tar.gz`` when asked); returns the folder."""
+    from bench.report._render import load_runset, render_report
+
+    rs = load_runset(artifacts_dir)
+    if rs.source_kind != "artifacts":
+        raise InputError(str(artifacts_dir), "a reference set has no raw artifacts to publish")
+    if rs.simulated:
+        n = sum(1 for r in rs.runs if r.simulated)
+        raise InputError(
+            str(artifacts_dir),
+            f"refusing to publish: {n} payload(s) are SIMULATED (emulator output, "
+            "not a measurement)",
+        )
+    if not any(r.valid for r in rs.runs):
+        raise InputError(str(artifacts_dir), "refusing to publish: no payload is valid")
+    bad = [f.path for f in rs.files if "MISMATCH" in f.verdict or "FAILS" in f.verdict]
+    if bad:
+        raise InputError(str(artifacts_dir), f"refusing to publish: {', '.join(bad)} failed checks")
+    if out_dir.exists() and not out_dir.is_dir():
+        raise InputError(str(out_dir), "exists and is a file, not a folder")
+    if out_dir.exists() and any(out_dir.iterdir()):
+        raise InputError(str(out_dir), "exists and is not empty")
+    ensure_dir(out_dir.parent, "--out")
+    staging = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", dir=out_dir.parent))
+    try:
+        shutil.copytree(artifacts_dir, staging / ARTIFACTS, ignore=shutil.ignore_patterns("report"))
+        render_report(staging / ARTIFACTS, staging)
+        _write_sums(staging)
+        if out_dir.exists():
+            out_dir.rmdir()
+        staging.rename(out_dir)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    if tarball:
+        _tarball(out_dir, out_dir.parent / f"{out_dir.name}.tar.gz")
+    return out_dir
+
+
+def _safe_extract(tar_path: Path, into: Path) -> Path:
+    with tarfile.open(tar_path, "r:*") as tar:
+        members = tar.getmembers()
+        for m in members:
+            if (
+                not (m.isfile() or m.isdir())
+                or m.name.startswith("/")
+                or ".." in Path(m.name).parts
+            ):
+                raise InputError(str(tar_path), f"unsafe member {m.name!r}")
+        tar.extractall(into, members=members, filter="data")
+    tops = {Path(m.name).parts[0] for m in members if Path(m.name).parts}
+    return into / tops.pop() if len(tops) == 1 and (into / next(iter(tops))).is_dir() else into
+
+
+def verify_bundle(path: Path) -> list[str]:
+    """Every problem found in a bundle folder or tarball; an empty list means it is intact."""
+    if path.is_file():
+        with tempfile.TemporaryDirectory() as tmp:
+            try:
+                root = _safe_extract(path, Path(tmp))
+            except tarfile.TarError:
+                raise InputError(str(path), "not a bundle folder or a readable tarball") from None
+            return _verify_dir(root)
+    if not path.is_dir():
+        raise InputError(str(path), "no such bundle (folder or .tar.gz)")
+    return _verify_dir(path)
+
+
+def _verify_dir(root: Path) -> list[str]:
+    problems: list[str] = []
+    sums = root / SUMS
+    if not sums.is_file():
+        return [f"{SUMS} missing"]
+    listed: dict[str, str] = {}
+    for line in sums.read_text(encoding="utf-8").splitlines():
+        parts = line.split(maxsplit=1)
+        if len(parts) != 2:
+            problems.append(f"{SUMS}: malformed line {line!r}")
+            continue
+        listed[parts[1]] = parts[0]
+    present = {
+        f.relative_to(root).as_posix()
+        for f in root.rglob("*")
+        if f.is_file() and f.relative_to(root).as_posix() != SUMS
+    }
+    for rel in sorted(set(listed) - present):
+        problems.append(f"{rel}: listed in {SUMS} but missing")
+    for rel in sorted(present - set(listed)):
+        problems.append(f"{rel}: present but not listed in {SUMS}")
+    for rel in sorted(present & set(listed)):
+        if sha256_file(root / rel) != listed[rel]:
+            problems.append(f"{rel}: SHA256 mismatch")
+    report = root / "REPORT.md"
+    if not report.is_file():
+        problems.append("REPORT.md missing")
+    else:
+        for target in linked_files(report.read_text(encoding="utf-8")):
+            if not (root / target).is_file():
+                problems.append(f"REPORT.md links {target!r}, which is missing")
+    payloads = sorted((root / ARTIFACTS / "payloads").glob("*.json"))
+    if not payloads:
+        problems.append("no artifacts/payloads/*.json")
+    valid = 0
+    for p in payloads:
+        try:
+            pl = read_payload(p)
+        except InputError as err:
+            problems.append(f"{p.relative_to(root)}: {err.reason}")
+            continue
+        if pl.simulated:
+            problems.append(f"{p.relative_to(root)}: SIMULATED payload in a published bundle")
+        valid += pl.evidence.validity.valid
+    if payloads and not valid:
+        problems.append("no valid payload in the bundle")
+    return problems

@@ -1,0 +1,273 @@
+"""Charts for the report (matplotlib, Agg backend): decode tok/s with 95% CI error bars, TTFT,
+concurrency scaling and acceptance. Each chart is a PNG next to REPORT.md; a chart whose data
+is entirely unknown is not drawn. Every title carries SIMULATED when the data came from the
+emulator.
+
+Speed (issue 7: a full matrix renders in < 2 s): importing matplotlib costs more than the rest
+of the report together, so each chart is first described as data (``ChartSpec``, no
+matplotlib), then
+- a chart whose spec and PNG are unchanged since the last render (``.charts.json`` holds the
+  spec hash and the PNG's SHA256) is not redrawn, and
+- the others are drawn by a child process (``python -m bench.report_draw``) that the report
+  starts first thing, so its matplotlib import overlaps the loading of the artifacts;
+  in-process drawing is the fallback when the child fails.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import subprocess
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, Final, Literal
+
+from pydantic import Field
+
+from bench.core import StrictModel, sha256_file, write_text
+from bench.report._claims import ConcurrencySweep
+from bench.report._model import Figure, RunView
+from bench.report._text import engine_label, method_label
+
+STYLE: Final = "charts/2"  # bump when the drawing code changes: cached PNGs are redrawn
+MANIFEST: Final = ".charts.json"
+CHILD_TIMEOUT_S: Final = 60.0
+
+
+class Chart(StrictModel):
+    file: str
+    alt: str
+    title: str
+
+
+class Series(StrictModel):
+    label: str
+    x: list[float]
+    y: list[float]
+
+
+class ChartSpec(StrictModel):
+    """Everything needed to draw one chart; its hash decides whether a PNG is current."""
+
+    role: str
+    file: str
+    alt: str
+    title: str
+    kind: Literal["bars", "lines"]
+    ylabel: str
+    xlabel: str | None = None
+    labels: list[str] = Field(default_factory=list)
+    values: list[float] = Field(default_factory=list)
+    errors: list[float] = Field(default_factory=list)
+    annotate: bool = False
+    color: str = "#4C72B0"
+    ylim: tuple[float, float] | None = None
+    series: list[Series] = Field(default_factory=list)
+
+    def digest(self) -> str:
+        return hashlib.sha256((STYLE + self.model_dump_json()).encode()).hexdigest()
+
+    @property
+    def chart(self) -> Chart:
+        return Chart(file=self.file, alt=self.alt, title=self.title)
+
+
+def _label(r: RunView) -> str:
+    return f"{engine_label(r.engine)} + {method_label(r.method)}"
+
+
+def _title(text: str, simulated: bool) -> str:
+    return f"SIMULATED: {text}" if simulated else text
+
+
+def _err(f: Figure) -> float:
+    if f.ci95_low is not None and f.ci95_high is not None and f.mean is not None:
+        return max(0.0, f.ci95_high - f.mean)
+    return 0.0
+
+
+def _bar_spec(
+    role: str, runs: Sequence[RunView], metric: str, ylabel: str, title: str, alt: str
+) -> ChartSpec | None:
+    rows = [(r, getattr(r, metric)) for r in runs if getattr(r, metric).mean is not None]
+    if not rows:
+        return None
+    return ChartSpec(
+        role=role,
+        file=f"{role}.png",
+        alt=alt,
+        title=title,
+        kind="bars",
+        ylabel=ylabel,
+        labels=[_label(r) for r, _ in rows],
+        values=[f.mean for _, f in rows],
+        errors=[_err(f) for _, f in rows],
+        annotate=True,
+    )
+
+
+def chart_specs(
+    single: Sequence[RunView], sweeps: Sequence[ConcurrencySweep], simulated: bool
+) -> list[ChartSpec]:
+    """Every chart the data supports, as data (no matplotlib)."""
+    specs: list[ChartSpec | None] = [
+        _bar_spec(
+            "decode",
+            single,
+            "decode",
+            "tok/s per stream",
+            _title("Decode throughput at concurrency 1 (mean, 95% CI)", simulated),
+            "Decode throughput chart",
+        ),
+        _bar_spec(
+            "ttft",
+            single,
+            "ttft",
+            "ms",
+            _title("Time to first token at concurrency 1 (mean, 95% CI)", simulated),
+            "TTFT chart",
+        ),
+    ]
+    drawable = [s for s in sweeps if sum(p.aggregate is not None for p in s.points) >= 1]
+    if drawable:
+        series = []
+        for s in drawable:
+            pts = [p for p in s.points if p.aggregate is not None and p.valid]
+            series.append(
+                Series(
+                    label=f"{engine_label(s.engine)} + {method_label(s.method)}",
+                    x=[float(p.concurrency) for p in pts],
+                    y=[float(p.aggregate or 0.0) for p in pts],
+                )
+            )
+        specs.append(
+            ChartSpec(
+                role="concurrency",
+                file="concurrency.png",
+                alt="Concurrency chart",
+                title=_title("Aggregate output throughput vs concurrency", simulated),
+                kind="lines",
+                xlabel="concurrency",
+                ylabel="aggregate tok/s",
+                labels=[
+                    str(c) for c in sorted({p.concurrency for s in drawable for p in s.points})
+                ],
+                series=series,
+            )
+        )
+    acc = [r for r in single if r.acceptance_rate is not None]
+    if acc:
+        specs.append(
+            ChartSpec(
+                role="acceptance",
+                file="acceptance.png",
+                alt="Acceptance chart",
+                title=_title(
+                    "Acceptance rate (accepted / draft tokens, one definition)", simulated
+                ),
+                kind="bars",
+                ylabel="acceptance rate, %",
+                labels=[_label(r) for r in acc],
+                values=[100.0 * (r.acceptance_rate or 0.0) for r in acc],
+                color="#55A868",
+                ylim=(0.0, 100.0),
+            )
+        )
+    return [s for s in specs if s is not None]
+
+
+# -- drawing (matplotlib) ---------------------------------------------------------------------
+
+
+def draw(specs: Sequence[ChartSpec], out_dir: Path) -> None:
+    """Draw ``specs`` as PNGs into ``out_dir`` in this process (imports matplotlib)."""
+    from bench.report._draw import draw_all
+
+    draw_all([s.model_dump(mode="json") for s in specs], out_dir)
+
+
+class ChartWorker:
+    """A child process that imports matplotlib at once and then draws what it is sent."""
+
+    def __init__(self) -> None:
+        self._proc: subprocess.Popen[bytes] | None
+        try:
+            self._proc = subprocess.Popen(
+                [sys.executable, "-m", "bench.report_draw"],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.PIPE,
+            )
+        except OSError:
+            self._proc = None
+
+    def draw(self, specs: Sequence[ChartSpec], out_dir: Path) -> bool:
+        """True when the child drew every chart."""
+        proc, self._proc = self._proc, None
+        if proc is None or proc.stdin is None:
+            return False
+        job = {"out_dir": str(out_dir), "specs": [s.model_dump(mode="json") for s in specs]}
+        try:
+            _, _err = proc.communicate(json.dumps(job).encode(), timeout=CHILD_TIMEOUT_S)
+        except (OSError, subprocess.TimeoutExpired):
+            proc.kill()
+            proc.wait()
+            return False
+        return proc.returncode == 0 and all((out_dir / s.file).is_file() for s in specs)
+
+    def close(self) -> None:
+        """Stop a child that got no work (every chart was current)."""
+        proc, self._proc = self._proc, None
+        if proc is not None:
+            proc.kill()
+            proc.wait()
+            if proc.stderr is not None:
+                proc.stderr.close()
+            if proc.stdin is not None:
+                proc.stdin.close()
+
+
+def _manifest(out_dir: Path) -> dict[str, Any]:
+    try:
+        data = json.loads((out_dir / MANIFEST).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _current(spec: ChartSpec, out_dir: Path, manifest: dict[str, Any]) -> bool:
+    entry = manifest.get(spec.file)
+    png = out_dir / spec.file
+    return (
+        isinstance(entry, dict)
+        and entry.get("spec") == spec.digest()
+        and png.is_file()
+        and entry.get("png") == sha256_file(png)
+    )
+
+
+def render_charts(
+    out_dir: Path,
+    single: Sequence[RunView],
+    sweeps: Sequence[ConcurrencySweep],
+    simulated: bool,
+    worker: ChartWorker | None = None,
+) -> dict[str, Chart]:
+    """Draw every chart the data supports (skipping current ones); returns them by role.
+    Charts of an earlier render that the data no longer supports are removed."""
+    specs = chart_specs(single, sweeps, simulated)
+    manifest = _manifest(out_dir)
+    todo = [s for s in specs if not _current(s, out_dir, manifest)]
+    if todo:
+        if worker is None or not worker.draw(todo, out_dir):
+            draw(todo, out_dir)
+    elif worker is not None:
+        worker.close()
+    keep = {s.file for s in specs}
+    for old in [*manifest, "decode.png", "ttft.png", "concurrency.png", "acceptance.png"]:
+        if old not in keep and old.endswith(".png"):
+            (out_dir / old).unlink(missing_ok=True)
+    new = {s.file: {"spec": s.digest(), "png": sha256_file(out_dir / s.file)} for s in specs}
+    write_text(out_dir / MANIFEST, json.dumps(new, indent=1, sort_keys=True) + "\n")
+    return {s.role: s.chart for s in specs}

@@ -1,0 +1,202 @@
+"""Build the template context: every figure, comparison and verdict the report states, computed
+from a ``RunSet`` by the rules in ``bench.report_claims``. The template only arranges them."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from bench.core import StrictModel
+from bench.report._claims import (
+    Comparison,
+    ConcurrencySweep,
+    Pairwise,
+    compare,
+    ordered_unique,
+    ranking,
+    single_request,
+    speculative,
+    stable,
+    sweeps,
+    ttft_leaders,
+    within,
+)
+from bench.report._model import RunSet, RunView
+from bench.report._text import pct
+
+
+class Ranked(StrictModel):
+    rank: int
+    run: RunView
+    vs_next: Comparison | None
+
+
+class Speedup(StrictModel):
+    engine: str
+    baseline: RunView
+    run: RunView
+    ratio: float | None
+    comparison: Comparison
+
+
+class SideBySide(StrictModel):
+    config: str
+    label: str
+    ours: float | None
+    published: float | None
+    diff_pct: float | None
+
+
+def _dominant(pairs: list[Pairwise], attr: str) -> str | None:
+    """The engine/method (``attr``) that wins every decided decode comparison, if one does."""
+    if not pairs or not all(p.decode.decided for p in pairs):
+        return None
+    winners = {getattr(p.decode.winner, attr) for p in pairs}
+    return winners.pop() if len(winners) == 1 else None
+
+
+def side_by_side(rs: RunSet, ref: RunSet) -> list[SideBySide]:
+    ours = {r.config: r for r in single_request(rs.runs)}
+    out = []
+    for pr in single_request(ref.runs):
+        mine = ours.get(pr.config)
+        a = mine.decode.mean if mine else None
+        b = pr.decode.mean
+        out.append(
+            SideBySide(
+                config=pr.config,
+                label=f"{pr.engine} + {pr.method}",
+                ours=a,
+                published=b,
+                diff_pct=pct(a, b) if a is not None and b else None,
+            )
+        )
+    return out
+
+
+def build_context(rs: RunSet, reference: RunSet | None = None) -> dict[str, Any]:
+    """All computed content of the report, keyed for the template."""
+    single_all = single_request(rs.runs)
+    single = speculative(single_all)
+    baselines = [r for r in single_all if r.method == "NONE"]
+    ranked_runs = ranking(single)
+    ranked = [
+        Ranked(
+            rank=i + 1,
+            run=r,
+            vs_next=compare(r, ranked_runs[i + 1], "decode", rs.published_deltas)
+            if i + 1 < len(ranked_runs)
+            else None,
+        )
+        for i, r in enumerate(ranked_runs)
+    ]
+    by_engine = within(single, "engine", rs)
+    by_method = within(single, "method", rs)
+    leaders = ttft_leaders(single, rs)
+    leader_engines = {lead.run.engine for lead in leaders if lead.run is not None}
+    ttft_engine = (
+        leader_engines.pop()
+        if leaders and all(lead.run for lead in leaders) and len(leader_engines) == 1
+        else None
+    )
+    dominant_method = _dominant(by_engine, "method")
+    dominant_engine = _dominant(by_method, "engine")
+    sw = sweeps(rs)
+    sweep_by_config = {s.config: s for s in sw}
+    best = ranked[0].run if ranked else None
+    best_decided = bool(ranked) and (ranked[0].vs_next is None or ranked[0].vs_next.decided)
+    # The config with the lowest TTFT among those whose TTFT is ordered against all others.
+    ttft_best: RunView | None = None
+    for cand in single:
+        comps = [compare(cand, o, "ttft", rs.published_deltas) for o in single if o is not cand]
+        if comps and all(c.better == "a" and c.decided for c in comps):
+            ttft_best = cand
+    best_sweep = sweep_by_config.get(best.config) if best else None
+    scales_best = bool(
+        best_sweep
+        and best_sweep.scales_through
+        and all(s is best_sweep or (s.peak or 0) < (best_sweep.scales_through or 0) for s in sw)
+    )
+    methods_valid = ordered_unique(r.method for r in single)
+    losers = [
+        (m, ordered_unique(r.engine for r in single if r.method == m))
+        for m in methods_valid
+        if dominant_method and m != dominant_method
+    ]
+    stab = [(r, stable(r)) for r in single]
+    max_sd = max((r.decode.stddev for r in single if r.decode.stddev is not None), default=None)
+    ranking_resolved = all(x.vs_next is None or x.vs_next.decided for x in ranked)
+    invalid = [r for r in rs.runs if not r.valid]
+    superseded = [r for r in rs.runs if r.attempt is not None and r.valid]
+    acc_rows = [r for r in single if r.acceptance_rate is not None or r.acceptance_raw]
+    top_acc = max(
+        (r for r in single if r.acceptance_rate is not None),
+        key=lambda r: r.acceptance_rate or 0.0,
+        default=None,
+    )
+    speedups = []
+    for b in baselines:
+        for r in single:
+            if r.engine == b.engine:
+                c = compare(r, b, "decode", rs.published_deltas)
+                ratio = (
+                    r.decode.mean / b.decode.mean
+                    if r.decode.mean is not None and b.decode.mean
+                    else None
+                )
+                speedups.append(
+                    Speedup(engine=r.engine, baseline=b, run=r, ratio=ratio, comparison=c)
+                )
+    sweep_configs = {s.config for s in sw}
+    no_sweep = [r for r in single if r.config not in sweep_configs]
+    return {
+        "rs": rs,
+        "simulated": rs.simulated,
+        "single": single,
+        "baselines": baselines,
+        "ranked": ranked,
+        "by_engine": by_engine,
+        "by_method": by_method,
+        "leaders": leaders,
+        "ttft_engine": ttft_engine,
+        "dominant_method": dominant_method,
+        "dominant_engine": dominant_engine,
+        "methods": ordered_unique(r.method for r in ranked_runs),
+        "engines": ordered_unique(r.engine for r in ranked_runs),
+        "best": best if best_decided else None,
+        "ttft_best": ttft_best,
+        "best_sweep": best_sweep if scales_best else None,
+        "ttft_sweep": sweep_by_config.get(ttft_best.config) if ttft_best else None,
+        "losers": losers,
+        "stability": stab,
+        "max_sd": max_sd,
+        "ranking_resolved": ranking_resolved,
+        "invalid": invalid,
+        "superseded": superseded,
+        "acceptance_rows": acc_rows,
+        "top_acceptance": top_acc,
+        "sweeps": sw,
+        "no_sweep": no_sweep,
+        "speedups": speedups,
+        "reference": reference,
+        "side_by_side": side_by_side(rs, reference) if reference is not None else [],
+        "valid_count": sum(1 for r in rs.runs if r.valid),
+        "single_all_valid": lambda config, c: _valid_current(rs, config, c),
+    }
+
+
+def _valid_current(rs: RunSet, config: str, concurrency: int) -> RunView | None:
+    """The valid, current run of a configuration at one concurrency (after a failed attempt)."""
+    same = [r for r in rs.runs if r.valid and not r.attempt and r.concurrency == concurrency]
+    exact = next((r for r in same if r.config == config), None)
+    if exact is not None:
+        return exact
+    # A failed configuration kept as its own entry (e.g. "<name>-stock"): its corrected sibling
+    # is the valid run of the same engine and method.
+    failed = next((r for r in rs.runs if r.config == config), None)
+    if failed is None:
+        return None
+    return next((r for r in same if (r.engine, r.method) == (failed.engine, failed.method)), None)
+
+
+def sweep_for(sweeps_: list[ConcurrencySweep], config: str) -> ConcurrencySweep | None:
+    return next((s for s in sweeps_ if s.config == config), None)

@@ -1,0 +1,410 @@
+"""Read a matrix run's artifacts folder into the report's ``RunSet``.
+
+Payloads are the primary source (engine, method, figures, verdict). ``experiment.lock.json`` is
+read through a tolerant accessor for what payloads do not carry (server flags, deviations,
+concurrency levels, rationale) until the experiment model is available here.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+from bench.core import InputError, SpecbenchError, Summary, sha256_file
+from bench.report._model import CommandBlock, ConfigInfo, Figure, FileEntry, Reason, RunSet, RunView
+from bench.schema import Hardware, Payload, read_payload
+
+_STEM = re.compile(r"^(?P<config>.+)-c(?P<c>\d+)(?:\.(?P<attempt>[A-Za-z0-9_-]+))?$")
+_LOG_HINT = re.compile(r"(?i)\b(error|warn(ing)?|skip(ping|ped)?|not found|traceback|fail(ed)?)\b")
+MAX_LOG_LINES = 12
+
+
+def _figure(s: Summary | None, samples: list[float]) -> Figure:
+    if s is None:  # no valid measured iteration
+        return Figure()
+    return Figure(
+        mean=s.mean,
+        stddev=s.stddev,
+        n=s.n,
+        ci95_low=s.ci95_low,
+        ci95_high=s.ci95_high,
+        samples=tuple(samples),
+    )
+
+
+def _per_iteration(p: Payload, attr: str) -> list[float]:
+    """Per-iteration values of one figure over the measured (non-warmup) iterations."""
+    out: list[float] = []
+    for it in p.evidence.iterations:
+        if it.warmup:
+            continue
+        if attr == "ttft":
+            vals = [r.ttft_ms for r in it.requests if r.ttft_ms is not None]
+            if vals:
+                out.append(sum(vals) / len(vals))
+        else:
+            v = getattr(it, attr)
+            if v is not None:
+                out.append(float(v))
+    return out
+
+
+def run_view(p: Payload, stem: str, log_lines: dict[str, list[str]] | None = None) -> RunView:
+    """One payload as the report sees it."""
+    m = _STEM.match(stem)
+    config = p.evidence.run.config_name or (m.group("config") if m else stem)
+    attempt = m.group("attempt") if m else None
+    fig = p.evidence.figures
+    decode_samples = _per_iteration(p, "per_stream_mean_tok_s") or list(p.samples)
+    acc = p.evidence.acceptance
+    reasons = tuple(
+        Reason(code=r.code, message=r.message, severity=r.severity, evidence=tuple(r.evidence))
+        for r in p.evidence.validity.reasons
+    )
+    evidence: tuple[str, ...] = ()
+    if not p.evidence.validity.valid and log_lines and config in log_lines:
+        evidence = tuple(ln for ln in log_lines[config] if _LOG_HINT.search(ln))[:MAX_LOG_LINES]
+    flags = p.engineFlags
+    from bench.report._machine import telemetry_view
+
+    tele, tele_note = telemetry_view(p)
+    return RunView(
+        key=stem,
+        config=config,
+        engine=p.engineName,
+        method=flags.specMethod,
+        spec_tokens=flags.specNumTokens,
+        draft_model=flags.specModel,
+        concurrency=flags.concurrency,
+        valid=p.evidence.validity.valid,
+        simulated=p.simulated,
+        attempt=attempt,
+        decode=_figure(fig.decode_tok_s, decode_samples),
+        ttft=_figure(fig.ttft_ms, _per_iteration(p, "ttft")),
+        aggregate=_figure(fig.aggregate_tok_s, _per_iteration(p, "aggregate_tok_s")),
+        acceptance_rate=acc.acceptance_rate if acc else None,
+        mean_acceptance_length=acc.mean_acceptance_length if acc else None,
+        drafts=acc.drafts if acc else None,
+        draft_tokens=acc.draft_tokens if acc else None,
+        accepted_tokens=acc.accepted_tokens if acc else None,
+        acceptance_source=acc.source if acc else None,
+        acceptance_raw=dict(p.evidence.acceptance_raw),
+        reasons=reasons,
+        log_file=f"logs/{config}.log" if log_lines and config in log_lines else None,
+        log_evidence=evidence,
+        payload_file=f"payloads/{stem}.json",
+        served_model=p.evidence.run.served_model,
+        engine_version=p.engineVersion,
+        command=tuple(p.evidence.run.command),
+        iterations=p.evidence.workload.iterations,
+        warmup=p.evidence.workload.warmup,
+        telemetry=tele,
+        telemetry_note=tele_note,
+    )
+
+
+# --- experiment.lock.json (tolerant) ----------------------------------------------------------
+
+
+def _first(d: dict[str, Any], *keys: str) -> Any:
+    for k in keys:
+        cur: Any = d
+        for part in k.split("."):
+            cur = cur.get(part) if isinstance(cur, dict) else None
+        if cur is not None:
+            return cur
+    return None
+
+
+def _flags(value: Any) -> tuple[str, ...]:
+    if isinstance(value, list):
+        return tuple(str(v) for v in value)
+    if isinstance(value, dict):
+        out: list[str] = []
+        for k, v in value.items():
+            flag = k if k.startswith("-") else f"--{k}"
+            if v is True:
+                out.append(flag)
+            elif v not in (None, False):
+                out += [flag, v if isinstance(v, str) else json.dumps(v)]
+        return tuple(out)
+    return ()
+
+
+def config_infos(lock: dict[str, Any]) -> tuple[ConfigInfo, ...]:
+    """Configurations from the lock, whatever its exact shape (list or mapping by name)."""
+    raw = lock.get("configurations") or lock.get("configs") or []
+    items = (
+        [{"name": k, **v} for k, v in raw.items() if isinstance(v, dict)]
+        if isinstance(raw, dict)
+        else [c for c in raw if isinstance(c, dict)]
+    )
+    out: list[ConfigInfo] = []
+    for c in items:
+        name = _first(c, "name", "id")
+        if not name:
+            continue
+        conc = _first(c, "concurrency", "concurrency_levels", "workload.concurrency")
+        levels = conc if isinstance(conc, list) else [conc] if isinstance(conc, int) else []
+        tokens = _first(
+            c,
+            "spec_tokens",
+            "spec_num_tokens",
+            "num_speculative_tokens",
+            "speculative.num_tokens",
+            "spec.num_tokens",
+            "speculative.tokens",
+        )
+        cap = _first(c, "admission_cap")
+        devs = _first(c, "deviations") or []
+        notes = _first(c, "notes") or []
+        out.append(
+            ConfigInfo(
+                name=str(name),
+                engine=_first(c, "engine"),
+                method=(
+                    str(
+                        _first(c, "method", "spec_method", "speculative.method", "spec.method")
+                        or ""
+                    )
+                    or None
+                ),
+                spec_tokens=int(tokens) if isinstance(tokens, int) else None,
+                draft_model=_first(
+                    c,
+                    "draft_model",
+                    "spec_draft_model",
+                    "speculative.draft_model",
+                    "spec.draft_model",
+                ),
+                flags=_flags(_first(c, "server_flags", "flags", "extra_args", "server_args")),
+                deviations=tuple(d for d in devs if isinstance(d, dict)),
+                concurrency=tuple(int(x) for x in levels if isinstance(x, int)),
+                admission_cap=int(cap) if isinstance(cap, int) else None,
+                rationale=_first(c, "rationale", "spec_tokens_rationale", "description"),
+                notes=tuple(str(n) for n in notes) if isinstance(notes, list) else (str(notes),),
+            )
+        )
+    return tuple(out)
+
+
+def _read_json(path: Path) -> dict[str, Any] | None:
+    if not path.is_file():
+        return None
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as err:
+        raise InputError(str(path), f"cannot read JSON: {err}") from None
+    return data if isinstance(data, dict) else None
+
+
+def hardware_lines(hw: Hardware) -> tuple[str, ...]:
+    lines = [
+        f"GPUs: {hw.gpuCount}x {hw.gpuName} ({hw.vramGb:g} GB total VRAM, class {hw.hwClass})",
+        f"CPU: {hw.cpu}; RAM: {hw.ramGb:g} GB; OS: {hw.os}",
+    ]
+    ext = hw.extended
+    if ext is not None:
+        lines.append(
+            f"Driver: {ext.driverVersion or 'unknown'}; CUDA driver: "
+            f"{ext.cudaDriverVersion or 'unknown'}; captured from: {ext.source}"
+        )
+        for g in ext.gpus:
+            link = (
+                f"PCIe gen {g.pcieGenCurrent}/{g.pcieGenMax} x{g.pcieWidthCurrent}/{g.pcieWidthMax}"
+                if g.pcieGenCurrent is not None
+                else "PCIe link unknown"
+            )
+            power = f"{g.powerLimitW:g} W" if g.powerLimitW is not None else "unknown"
+            lines.append(f"GPU {g.index}: {link}; power limit {power}")
+        if ext.p2p:
+            lines.append("P2P: " + ", ".join(f"{k}={v}" for k, v in sorted(ext.p2p.items())))
+        if ext.topology:
+            lines.append(f"Topology: {ext.topology}")
+    return tuple(lines)
+
+
+def _sums(path: Path) -> dict[str, str]:
+    out: dict[str, str] = {}
+    if path.is_file():
+        for line in path.read_text(encoding="utf-8").splitlines():
+            parts = line.strip().split(maxsplit=1)
+            if len(parts) == 2:
+                out[parts[1].lstrip("*")] = parts[0].lower()
+    return out
+
+
+def _experiment_infos(
+    exp_data: dict[str, Any], source: str
+) -> tuple[tuple[ConfigInfo, ...], tuple[CommandBlock, ...], str, str | None] | None:
+    """Configurations and reproduction commands through bench.engines (experiment, plan
+    entries: the same code as ``specbench plan``); None when the lock does not parse as an
+    Experiment."""
+    try:
+        from bench.engines import parse_experiment, plan_entries
+
+        exp = parse_experiment(exp_data, source)
+        entries = plan_entries(exp)
+    except (SpecbenchError, ImportError, ValueError, KeyError):
+        return None
+    infos = []
+    for cfg in exp.configurations:
+        draft = exp.draft_for(cfg)
+        infos.append(
+            ConfigInfo(
+                name=cfg.name,
+                engine=cfg.engine,
+                method=cfg.method,
+                spec_tokens=cfg.spec_num_tokens,
+                draft_model=draft.hf_id if draft else None,
+                flags=tuple(cfg.args),
+                deviations=tuple(d.model_dump() for d in exp.deviations_for(cfg)),
+                concurrency=tuple(exp.levels_for(cfg)),
+                rationale=cfg.notes,
+            )
+        )
+    commands: list[CommandBlock] = []
+    for e in entries:
+        commands.append(CommandBlock(title=f"{e.name}: server command", argv=tuple(e.argv)))
+        commands.append(CommandBlock(title=f"{e.name}: docker run", text=e.docker_run))
+    source_text = "generated by bench.engines.plan_entries, the code behind specbench plan"
+    title = exp.title or exp.name
+    return tuple(infos), tuple(commands), source_text, title
+
+
+def _validator_verdict(payload: Payload, path: Path) -> str:
+    """The offline validator's verdict in a few words: ``check_payload`` on the payload already
+    read (what ``check_payload_file`` does after parsing, without parsing the file again)."""
+    from bench.schema import check_payload
+
+    problems = check_payload(payload, str(path))
+    errors = [p for p in problems if p.severity == "error"]
+    if not errors:
+        return "validator: pass"
+    return f"validator: {len(errors)} error(s), first {errors[0].path}: {errors[0].reason}"
+
+
+def load_artifacts(artifacts_dir: Path) -> RunSet:
+    """Read every artifact the report uses. A payload that fails validation is listed with its
+    error in the artifacts section instead of stopping the report."""
+    d = artifacts_dir
+    if not d.is_dir():
+        raise InputError(str(d), "not a directory")
+    pdir = d / "payloads"
+    payload_files = sorted(pdir.glob("*.json")) if pdir.is_dir() else []
+    if not payload_files:
+        raise InputError(str(d), "no payloads/*.json: not a specbench artifacts folder")
+    logs: dict[str, list[str]] = {}
+    for lf in sorted((d / "logs").glob("*.log")) if (d / "logs").is_dir() else []:
+        logs[lf.stem] = lf.read_text(encoding="utf-8", errors="replace").splitlines()
+    runs: list[RunView] = []
+    verdicts: dict[str, str] = {}
+    payloads: list[Payload] = []
+    for f in payload_files:
+        rel = f"payloads/{f.name}"
+        try:
+            p = read_payload(f)
+        except InputError as err:
+            verdicts[rel] = f"FAILS validation: {err.reason}"
+            continue
+        payloads.append(p)
+        rv = run_view(p, f.stem, logs)
+        runs.append(rv)
+        codes = ", ".join(r.code for r in rv.reasons if r.severity == "invalid")
+        verdicts[rel] = _validator_verdict(p, f)
+        verdicts[rel] += "; run valid" if rv.valid else f"; run INVALID ({codes})"
+        if rv.simulated:
+            verdicts[rel] += "; SIMULATED"
+    if not runs:
+        raise InputError(str(pdir), "no payload passed validation")
+    lock = _read_json(d / "experiment.lock.json") or {}
+    exp_data = lock.get("experiment") if isinstance(lock.get("experiment"), dict) else lock
+    assert isinstance(exp_data, dict)
+    from_plan = _experiment_infos(exp_data, str(d / "experiment.lock.json")) if lock else None
+    configs = from_plan[0] if from_plan else config_infos(exp_data)
+    order = {c.name: i for i, c in enumerate(configs)}
+    # The experiment's order, not the file names' (the seed lists vLLM DFlash first).
+    runs.sort(
+        key=lambda r: (
+            order.get(r.config, len(order)),
+            r.config,
+            r.concurrency,
+            r.attempt is None,
+            r.attempt or "",
+        )
+    )
+    hw_data = _read_json(d / "hardware.json")
+    hw = Hardware.model_validate(hw_data) if hw_data else payloads[0].hardware
+    prov = _read_json(d / "provenance.json")
+    listed = _sums(d / "SHA256SUMS")
+    files: list[FileEntry] = []
+    for f in sorted(p for p in d.rglob("*") if p.is_file() and p.name != "SHA256SUMS"):
+        rel = f.relative_to(d).as_posix()
+        sha = sha256_file(f)
+        want = listed.get(rel)
+        verdict = verdicts.get(rel, "present")
+        if want is None:
+            verdict += "; not listed in SHA256SUMS" if listed else ""
+        elif want != sha:
+            verdict += "; SHA256 MISMATCH"
+        files.append(FileEntry(path=rel, sha256=sha, listed_sha256=want, verdict=verdict))
+    if from_plan is not None:
+        commands, source = from_plan[1], from_plan[2]
+    else:
+        commands = tuple(
+            CommandBlock(title=f"{r.key}: measurement command", argv=r.command)
+            for r in runs
+            if r.command and r.attempt is None
+        )
+        source = (
+            "the measurement commands recorded in the payloads; bench.engines.plan_entries "
+            "(the code behind specbench plan) is not available to this report, so server "
+            "commands are not shown"
+        )
+    first = payloads[0]
+    wl = first.evidence.workload
+    workload = {
+        "prompt_tokens": wl.prompt_tokens,
+        "max_tokens": wl.max_tokens,
+        "warmup": wl.warmup,
+        "iterations": wl.iterations,
+        "temperature": wl.temperature,
+        "ignore_eos": wl.ignore_eos,
+    }
+    from bench.report._machine import hardware_tables, provenance_tables
+    from bench.report._roofline import build_roofline
+
+    drafts = {c.name: c.draft_model for c in configs}
+    roof = build_roofline(d, exp_data, hw, tuple(runs), wl.prompt_tokens, wl.max_tokens, drafts)
+    tables = [*hardware_tables(hw), *(provenance_tables(prov) if prov else [])]
+    title = (from_plan[3] if from_plan else None) or str(
+        exp_data.get("title") or exp_data.get("name") or f"Speculative decoding on {first.hfId}"
+    )
+    return RunSet(
+        source_kind="artifacts",
+        source=str(d),
+        title=title,
+        hf_id=first.hfId,
+        model_revision=first.modelRevision,
+        quantization=first.quantization,
+        hardware_lines=hardware_lines(hw),
+        provenance_lines=() if prov else ("provenance.json: absent from the artifacts",),
+        machine_tables=tuple(tables),
+        roofline=roof,
+        workload=workload,
+        configs=configs,
+        runs=tuple(runs),
+        files=tuple(files),
+        commands=commands,
+        commands_source=source,
+        notes=(),
+        emulator_time_scale=_time_scale(lock),
+    )
+
+
+def _time_scale(lock: dict[str, Any]) -> float | None:
+    overrides = lock.get("overrides")
+    value = overrides.get("time_scale") if isinstance(overrides, dict) else None
+    return float(value) if isinstance(value, int | float) and value > 0 else None

@@ -1,0 +1,147 @@
+"""hardware.json, provenance.json and per-payload telemetry as the report shows them: small
+tables of facts, with "unknown" where a source did not say (nothing is filled in)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from bench.report._model import Table, TelemetryView
+from bench.schema import Hardware, Payload, TelemetrySummary
+
+UNKNOWN = "unknown"
+
+
+def _s(value: Any, unit: str = "") -> str:
+    if value is None or value == "":
+        return UNKNOWN
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, float):
+        return f"{value:g}{unit}"
+    return f"{value}{unit}"
+
+
+def hardware_tables(hw: Hardware) -> list[Table]:
+    ext = hw.extended
+    rows = [
+        ("GPU", hw.gpuName),
+        ("GPU count", str(hw.gpuCount)),
+        ("VRAM (total)", f"{hw.vramGb:g} GiB"),
+        ("Class", hw.hwClass),
+        ("Driver", _s(ext.driverVersion if ext else None)),
+        ("CUDA (driver)", _s(ext.cudaDriverVersion if ext else None)),
+        ("CPU", hw.cpu),
+        ("RAM", f"{hw.ramGb:g} GB"),
+        ("OS", hw.os),
+        ("Captured from", _s(ext.source if ext else None)),
+    ]
+    if ext and ext.topology:
+        rows.append(("Topology", ext.topology))
+    out = [Table(title="Machine", header=("Fact", "Value"), rows=tuple(rows))]
+    if ext and ext.gpus:
+        out.append(
+            Table(
+                title="GPUs",
+                header=(
+                    "GPU",
+                    "PCIe gen (now/max)",
+                    "PCIe width (now/max)",
+                    "Power limit",
+                    "Datasheet bandwidth",
+                    "NVLink links",
+                ),
+                rows=tuple(
+                    (
+                        str(g.index),
+                        f"{_s(g.pcieGenCurrent)}/{_s(g.pcieGenMax)}",
+                        f"x{_s(g.pcieWidthCurrent)}/x{_s(g.pcieWidthMax)}",
+                        _s(g.powerLimitW, " W"),
+                        _s(g.datasheetBandwidthGBs, " GB/s"),
+                        _s(g.nvlinkActiveLinks),
+                    )
+                    for g in ext.gpus
+                ),
+            )
+        )
+    if ext and (ext.p2p or ext.topologyPairs):
+        pairs = sorted(set(ext.p2p) | set(ext.topologyPairs))
+        out.append(
+            Table(
+                title="GPU pairs (P2P)",
+                header=("Pair", "P2P", "Common ancestor"),
+                rows=tuple((p, _s(ext.p2p.get(p)), _s(ext.topologyPairs.get(p))) for p in pairs),
+            )
+        )
+    elif ext is not None:
+        out.append(Table(title="GPU pairs (P2P)", header=("Pair", "P2P"), rows=(("all", UNKNOWN),)))
+    return out
+
+
+def provenance_tables(prov: dict[str, Any]) -> list[Table]:
+    git = prov.get("git") if isinstance(prov.get("git"), dict) else {}
+    exp = prov.get("experiment") if isinstance(prov.get("experiment"), dict) else {}
+    docker = prov.get("docker") if isinstance(prov.get("docker"), dict) else {}
+    ctk = prov.get("containerToolkit") if isinstance(prov.get("containerToolkit"), dict) else {}
+    assert isinstance(git, dict) and isinstance(exp, dict)
+    assert isinstance(docker, dict) and isinstance(ctk, dict)
+    rows = [
+        ("Git SHA", _s(git.get("sha"))),
+        ("Git tree dirty", _s(git.get("dirty"))),
+        ("specbench version", _s(prov.get("specbenchVersion"))),
+        ("Experiment file", _s(exp.get("path"))),
+        ("Experiment SHA256", _s(exp.get("sha256"))),
+        ("Python", _s(prov.get("python"))),
+        ("Driver / CUDA", f"{_s(prov.get('driverVersion'))} / {_s(prov.get('cudaDriverVersion'))}"),
+        ("OS / kernel", f"{_s(prov.get('os'))} / {_s(prov.get('kernel'))}"),
+        ("Docker (server)", _s(docker.get("serverVersion"))),
+        ("NVIDIA container toolkit", _s(ctk.get("nvidiaCtk"))),
+        ("Captured", _s(prov.get("capturedAt"))),
+    ]
+    out = [Table(title="Provenance", header=("Fact", "Value"), rows=tuple(rows))]
+    images = [i for i in prov.get("images") or [] if isinstance(i, dict)]
+    if images:
+        out.append(
+            Table(
+                title="Engine images",
+                header=("Engine", "Image", "Digest", "Upstream version"),
+                rows=tuple(
+                    (
+                        _s(i.get("engine")),
+                        _s(i.get("ref")),
+                        _s(i.get("digest") or i.get("imageId")),
+                        _s(i.get("upstreamVersion")),
+                    )
+                    for i in images
+                ),
+            )
+        )
+    return out
+
+
+def telemetry_view(p: Payload) -> tuple[TelemetryView | None, str | None]:
+    """(the payload's telemetry, None) or (None, the payload's own note saying why not)."""
+    t = p.evidence.telemetry
+    if isinstance(t, dict):
+        try:
+            t = TelemetrySummary.model_validate(t)
+        except ValueError:
+            return None, "telemetry present but not in the specbench.telemetry/1 shape"
+    if t is None:
+        notes = [w for w in p.evidence.warnings if w.startswith("no GPU telemetry")]
+        return None, notes[0] if notes else "no GPU telemetry in this payload"
+    sm = [g.smClockMinMhz for g in t.gpus if g.smClockMinMhz is not None]
+    temp = [g.temperatureMaxC for g in t.gpus if g.temperatureMaxC is not None]
+    return (
+        TelemetryView(
+            source=t.source,
+            windows=t.windowCount,
+            measured_s=t.measuredSeconds,
+            power_w=t.totalPowerMeanW,
+            gpu_power_w=tuple(g.powerMeanW for g in t.gpus),
+            energy_per_token_j=t.energyPerOutputTokenJ,
+            sm_clock_min_mhz=min(sm) if sm else None,
+            temperature_max_c=max(temp) if temp else None,
+            throttle_reasons=tuple(t.throttleReasons),
+        ),
+        None,
+    )

@@ -1,0 +1,217 @@
+"""The report's own view of a result set: one shape for a fresh artifacts folder and for the
+seed's published figures, so every rule and template works on both.
+
+A ``Figure`` may be fully measured (raw per-iteration samples), summarised (mean, stddev, n),
+published as a bare mean, or unknown with only a bound implied by a published statement.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import Field
+
+from bench.core import StrictModel
+
+SourceKind = Literal["artifacts", "reference"]
+
+
+class Figure(StrictModel):
+    """One figure of one run. ``mean`` is None when it is not known."""
+
+    mean: float | None = None
+    stddev: float | None = None
+    n: int | None = None
+    ci95_low: float | None = None
+    ci95_high: float | None = None
+    samples: tuple[float, ...] = ()
+    lower_bound: float | None = Field(default=None, description="strict bound implied by data")
+    upper_bound: float | None = None
+    spread_assumed: bool = Field(default=False, description="stddev is a stated bound, not data")
+
+    @property
+    def known(self) -> bool:
+        return self.mean is not None
+
+
+class Reason(StrictModel):
+    code: str
+    message: str
+    severity: Literal["invalid", "warning"] = "invalid"
+    evidence: tuple[str, ...] = ()
+
+
+class TelemetryView(StrictModel):
+    """A payload's GPU telemetry (bench.schema TelemetrySummary) as the report shows it."""
+
+    source: str
+    windows: int
+    measured_s: float
+    power_w: float | None = None
+    gpu_power_w: tuple[float | None, ...] = ()
+    energy_per_token_j: float | None = None
+    sm_clock_min_mhz: int | None = None
+    temperature_max_c: int | None = None
+    throttle_reasons: tuple[str, ...] = ()
+
+
+class Table(StrictModel):
+    """A small key/value or column table (hardware, provenance)."""
+
+    title: str
+    header: tuple[str, ...]
+    rows: tuple[tuple[str, ...], ...]
+
+
+class RunView(StrictModel):
+    """One configuration at one concurrency level (one payload, or one published row)."""
+
+    key: str = Field(description="payload file stem or reference id")
+    config: str
+    engine: str
+    method: str
+    spec_tokens: int | None = None
+    draft_model: str | None = None
+    concurrency: int = 1
+    valid: bool = True
+    simulated: bool = False
+    attempt: str | None = Field(default=None, description="label of a superseded attempt")
+    decode: Figure = Figure()
+    ttft: Figure = Figure()
+    aggregate: Figure = Figure()
+    acceptance_rate: float | None = None
+    mean_acceptance_length: float | None = None
+    drafts: int | None = None
+    draft_tokens: int | None = None
+    accepted_tokens: int | None = None
+    acceptance_source: str | None = None
+    acceptance_raw: dict[str, Any] = Field(default_factory=dict)
+    reasons: tuple[Reason, ...] = ()
+    log_file: str | None = None
+    log_evidence: tuple[str, ...] = ()
+    payload_file: str | None = None
+    served_model: str | None = None
+    engine_version: str | None = None
+    command: tuple[str, ...] = ()
+    iterations: int | None = None
+    warmup: int | None = None
+    telemetry: TelemetryView | None = None
+    telemetry_note: str | None = Field(default=None, description="why there is no telemetry")
+
+
+class ConfigInfo(StrictModel):
+    """What the experiment lock says about one configuration (all optional: tolerant read)."""
+
+    name: str
+    engine: str | None = None
+    method: str | None = None
+    spec_tokens: int | None = None
+    draft_model: str | None = None
+    flags: tuple[str, ...] = ()
+    deviations: tuple[dict[str, Any], ...] = ()
+    concurrency: tuple[int, ...] = ()
+    admission_cap: int | None = Field(
+        default=None, description="max live requests the server admits"
+    )
+    rationale: str | None = None
+    notes: tuple[str, ...] = ()
+
+
+class PublishedDelta(StrictModel):
+    """A difference the source states without both values: ``metric(a) - metric(b) = delta``."""
+
+    metric: Literal["decode", "ttft"]
+    a: str
+    b: str
+    delta: float
+
+
+class ConcurrencyFact(StrictModel):
+    """A published statement about a configuration's load behaviour (reference sets only)."""
+
+    config: str
+    peak_concurrency: int | None = None
+    scales_through: int | None = None
+    admission_cap: int | None = None
+    cause: str | None = None
+
+
+class FileEntry(StrictModel):
+    path: str
+    sha256: str | None = None
+    listed_sha256: str | None = None
+    verdict: str
+
+
+class CommandBlock(StrictModel):
+    title: str
+    argv: tuple[str, ...] = ()
+    text: str | None = None
+
+
+class RooflineRow(StrictModel):
+    key: str
+    config: str
+    engine: str
+    method: str
+    concurrency: int
+    measured: float | None = None
+    tokens_per_step: float | None = None
+    tokens_per_step_source: str = ""
+    gb_per_step: float | None = None  # all ranks, 10^9 bytes
+    ceiling: float | None = None
+    fraction: float | None = None
+    above: bool = False
+    unknown: str | None = None
+
+
+class ByteSource(StrictModel):
+    what: str
+    value: int | None
+    source: str
+
+
+class RooflineSection(StrictModel):
+    bandwidth_gbs: float | None = None
+    bandwidth_source: str = "unknown"
+    cards: int | None = None
+    context_tokens: float | None = None
+    factor: float = 1.15  # bench.machine.ABOVE_CEILING_FACTOR (lmx's rule)
+    inputs: tuple[ByteSource, ...] = ()
+    rows: tuple[RooflineRow, ...] = ()
+    missing: tuple[str, ...] = ()
+
+
+class RunSet(StrictModel):
+    """Everything the report needs, read from one source."""
+
+    source_kind: SourceKind
+    source: str
+    title: str
+    hf_id: str | None = None
+    model_revision: str | None = None
+    quantization: str | None = None
+    hardware_lines: tuple[str, ...] = ()
+    provenance_lines: tuple[str, ...] = ()
+    workload: dict[str, Any] = Field(default_factory=dict)
+    configs: tuple[ConfigInfo, ...] = ()
+    runs: tuple[RunView, ...] = ()
+    published_deltas: tuple[PublishedDelta, ...] = ()
+    concurrency_facts: tuple[ConcurrencyFact, ...] = ()
+    files: tuple[FileEntry, ...] = ()
+    commands: tuple[CommandBlock, ...] = ()
+    commands_source: str = ""
+    assumptions: tuple[str, ...] = ()
+    notes: tuple[str, ...] = ()
+    machine_tables: tuple[Table, ...] = ()
+    roofline: RooflineSection | None = None
+    emulator_time_scale: float | None = Field(
+        default=None, description="the matrix's --time-scale override of the emulator, if any"
+    )
+
+    @property
+    def simulated(self) -> bool:
+        return any(r.simulated for r in self.runs)
+
+    def config_info(self, name: str) -> ConfigInfo | None:
+        return next((c for c in self.configs if c.name == name), None)

@@ -1,0 +1,140 @@
+"""Artifacts -> report: read a matrix run's artifacts (or the seed's reference set), compute
+every claim, draw the charts and render reports/templates/report.md.j2 into REPORT.md.
+
+Entry point: ``render_report(artifacts_dir, out_dir) -> Path`` (the REPORT.md written).
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import shlex
+from pathlib import Path
+from typing import Any
+
+from bench.core import InputError, ensure_dir, write_text
+from bench.report._model import RunSet, RunView
+from bench.report._text import (
+    engine_label,
+    fmt,
+    md_cell,
+    md_code,
+    md_fence,
+    md_inline,
+    method_label,
+)
+
+TEMPLATES = Path(__file__).resolve().parents[2] / "reports" / "templates"
+TEMPLATE = "report.md.j2"
+
+
+def load_runset(path: Path) -> RunSet:
+    """An artifacts folder or a reference folder, whichever ``path`` is."""
+    from bench.report._reference import is_reference_dir, reference_runset
+
+    if is_reference_dir(path):
+        return reference_runset(path)
+    from bench.report._load import load_artifacts
+
+    return load_artifacts(path)
+
+
+def label(run: RunView) -> str:
+    return md_inline(f"{engine_label(run.engine)} + {method_label(run.method)}")
+
+
+def shell(argv: tuple[str, ...] | list[str]) -> str:
+    """argv as a shell command, one option per continued line (like the seed's blocks)."""
+    parts: list[str] = []
+    for a in argv:
+        q = a if a.startswith("<") and a.endswith(">") else shlex.quote(a)
+        if a.startswith("--") and parts:
+            parts.append(" \\\n  " + q)
+        else:
+            parts.append((" " if parts else "") + q)
+    return "".join(parts)
+
+
+def and_join(items: Any) -> str:
+    """'a', 'a and b', 'a, b and c'."""
+    xs = [str(x) for x in items]
+    return xs[0] if len(xs) == 1 else ", ".join(xs[:-1]) + " and " + xs[-1] if xs else ""
+
+
+def _bytecode_cache() -> Any:
+    """Compiled templates cached on disk (compiling the partials costs more than rendering)."""
+    import jinja2
+
+    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    folder = base / "specbench" / "jinja"
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError:
+        return None
+    return jinja2.FileSystemBytecodeCache(str(folder)) if os.access(folder, os.W_OK) else None
+
+
+@functools.cache
+def _env() -> Any:
+    import jinja2
+
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(str(TEMPLATES)),
+        bytecode_cache=_bytecode_cache(),
+        autoescape=False,  # Markdown, not HTML: untrusted text goes through md/cell/fence filters
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        keep_trailing_newline=True,
+    )
+    env.filters.update(
+        md=md_inline,
+        cell=md_cell,
+        code=md_code,
+        fence=md_fence,
+        f=fmt,
+        label=label,
+        eng=lambda e: md_inline(engine_label(e)),
+        meth=lambda m: md_inline(method_label(m)),
+        shell=shell,
+        andjoin=and_join,
+    )
+    return env
+
+
+def render_markdown(rs: RunSet, charts: dict[str, Any], reference: RunSet | None = None) -> str:
+    """The report text for ``rs`` (charts: role -> Chart, already drawn)."""
+    from bench.report._context import build_context
+
+    ctx = build_context(rs, reference)
+    ctx["charts"] = charts
+    text: str = _env().get_template(TEMPLATE).render(**ctx)
+    while "\n\n\n" in text:
+        text = text.replace("\n\n\n", "\n\n")
+    return text
+
+
+def render_report(
+    artifacts_dir: Path, out_dir: Path | None = None, reference_dir: Path | None = None
+) -> Path:
+    """Render REPORT.md and its charts into ``out_dir`` (default: ``artifacts_dir/report``)."""
+    from bench.report._charts import ChartWorker, render_charts
+    from bench.report._claims import single_request, speculative, sweeps
+
+    # Started first: its matplotlib import overlaps the loading below (see report_charts).
+    worker = ChartWorker()
+    try:
+        artifacts_dir = Path(artifacts_dir)
+        rs = load_runset(artifacts_dir)
+        reference = load_runset(reference_dir) if reference_dir is not None else None
+        if reference is not None and reference.source_kind != "reference":
+            raise InputError(str(reference_dir), "not a reference set (no seed-published.json)")
+        out = Path(out_dir) if out_dir is not None else artifacts_dir / "report"
+        ensure_dir(out, "--out")
+        single = speculative(single_request(rs.runs))
+        charts = render_charts(out, single, sweeps(rs), rs.simulated, worker)
+        path = out / "REPORT.md"
+        write_text(path, render_markdown(rs, charts, reference))
+        return path
+    finally:
+        worker.close()

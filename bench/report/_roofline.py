@@ -1,0 +1,178 @@
+"""The report's bandwidth roofline: each configuration's measured per-stream decode rate against
+the ceiling ``bandwidth x cards / bytes read per step x tokens per step`` (bench.machine roofline).
+
+Inputs, in order of preference: bandwidth from ``bandwidth.json`` (``specbench probe bandwidth``
+output) else the card's datasheet figure; weight bytes from ``weights.json`` (measured from the
+checkpoint's safetensors headers by the matrix) else the experiment's hand-written estimates.
+A figure nobody knows leaves the ceiling unknown (and the report says why); bytes left out
+because their size is unknown only raise the ceiling, so it stays an upper bound.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from bench.machine import card_bandwidth, ceiling, efficiency, mean_decode_context
+from bench.report._model import ByteSource, RooflineRow, RooflineSection, RunView
+from bench.schema import Hardware
+
+
+def _read(path: Path) -> dict[str, Any] | None:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def _dict(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def measured_bandwidth(artifacts_dir: Path) -> float | None:
+    """The slowest card's median from ``bandwidth.json`` (bench.probe), if the artifacts have it."""
+    data = _read(artifacts_dir / "bandwidth.json")
+    if not data:
+        return None
+    vals = [d.get("bandwidthGBs") for d in data.get("devices") or [] if isinstance(d, dict)]
+    nums = [float(v) for v in vals if isinstance(v, int | float) and v > 0]
+    return min(nums) if nums else None
+
+
+def _bytes(
+    model: dict[str, Any] | None, measured: dict[str, Any] | None, field: str, measured_field: str
+) -> ByteSource | None:
+    if measured and isinstance(measured.get(measured_field), int) and measured[measured_field] > 0:
+        return ByteSource(
+            what=field,
+            value=int(measured[measured_field]),
+            source=f"measured from the safetensors headers in {measured.get('path')}",
+        )
+    est = (model or {}).get(field)
+    if isinstance(est, dict) and isinstance(est.get("estimate"), int):
+        return ByteSource(
+            what=field, value=int(est["estimate"]), source=str(est.get("derivation") or "")
+        )
+    return None
+
+
+def build_roofline(
+    artifacts_dir: Path,
+    exp: dict[str, Any],
+    hw: Hardware,
+    runs: tuple[RunView, ...],
+    prompt_tokens: int | None,
+    max_tokens: int | None,
+    draft_of: dict[str, str | None] | None = None,
+) -> RooflineSection:
+    """The roofline rows of every valid run (see the module docstring for the inputs)."""
+    missing: list[str] = []
+    bw = card_bandwidth(hw, measured_bandwidth(artifacts_dir))
+    if bw is None:
+        missing.append("memory bandwidth (no bandwidth.json and no datasheet figure for the GPU)")
+    tp = exp.get("tensor_parallel")
+    cards = int(tp) if isinstance(tp, int) and tp > 0 else (hw.gpuCount or None)
+    if cards is None:
+        missing.append("number of cards")
+    models = _dict(exp.get("models"))
+    wmodels = _dict((_read(artifacts_dir / "weights.json") or {}).get("models"))
+    target_key = str(exp.get("target_model") or "target")
+    target = models.get(target_key)
+    tw = _bytes(target, wmodels.get(target_key), "weight_bytes", "decodeWeightBytes")
+    mtp = _bytes(target, wmodels.get(target_key), "mtp_head_bytes", "mtpHeadBytes")
+    kv = _bytes(target, None, "kv_bytes_per_token", "")
+    if tw is None:
+        missing.append("target weight bytes (no weights.json, no weight_bytes in the experiment)")
+    if kv is None:
+        missing.append("KV bytes per token: KV reads are not counted (ceiling is higher)")
+    drafts: dict[str, ByteSource] = {}
+    for key, m in models.items():
+        if key == target_key or not isinstance(m, dict):
+            continue
+        b = _bytes(m, wmodels.get(key), "weight_bytes", "decodeWeightBytes")
+        if b is not None:
+            drafts[str(m.get("hf_id"))] = b.model_copy(update={"what": f"{key} weight_bytes"})
+    inputs = [
+        b.model_copy(update={"what": f"{target_key} {b.what}"})
+        for b in (tw, mtp, kv)
+        if b is not None
+    ]
+    inputs += list(drafts.values())
+    ctx = (
+        mean_decode_context(prompt_tokens, max_tokens)
+        if prompt_tokens is not None and max_tokens is not None
+        else None
+    )
+    rows: list[RooflineRow] = []
+    for r in runs:
+        if not r.valid or r.attempt is not None:
+            continue
+        row = RooflineRow(
+            key=r.key,
+            config=r.config,
+            engine=r.engine,
+            method=r.method,
+            concurrency=r.concurrency,
+            measured=r.decode.mean,
+        )
+        why: str | None = None
+        draft = 0
+        if r.method == "NONE":
+            tps, tps_src = 1.0, "1 (no speculation)"
+        else:
+            tps = r.mean_acceptance_length or 0.0
+            tps_src = "measured mean acceptance length"
+            if not r.mean_acceptance_length:
+                why = "mean acceptance length unknown"
+            if r.method == "MTP":
+                if mtp is None or mtp.value is None or r.spec_tokens is None:
+                    why = why or "MTP head bytes or speculative tokens unknown"
+                else:
+                    draft = r.spec_tokens * mtp.value
+            elif r.method == "DFLASH":
+                # The experiment's draft for this configuration, else the payload's label.
+                name = (draft_of or {}).get(r.config) or r.draft_model
+                d = drafts.get(str(name))
+                if d is None or d.value is None:
+                    why = why or f"draft model bytes unknown ({name})"
+                else:
+                    draft = d.value
+        if bw is None or cards is None or tw is None or tw.value is None:
+            why = why or "bandwidth, cards or target weight bytes unknown"
+        if why is None and bw is not None and cards is not None and tw is not None:
+            roof = ceiling(
+                bw[0],
+                cards,
+                int(tw.value or 0),
+                kv_bytes_per_token=float(kv.value or 0) if kv is not None else 0.0,
+                context_tokens=ctx or 0.0,
+                concurrency=r.concurrency,
+                tokens_per_step=tps,
+                draft_bytes_per_step=draft,
+                bandwidth_source=bw[1],
+            )
+            eff = efficiency(r.decode.mean, roof) if r.decode.mean is not None else None
+            row = row.model_copy(
+                update={
+                    "tokens_per_step": tps,
+                    "tokens_per_step_source": tps_src,
+                    "gb_per_step": roof.bytesPerStepPerRank * cards / 1e9,
+                    "ceiling": roof.ceilingTokS,
+                    "fraction": eff.fraction if eff else None,
+                    "above": bool(eff and eff.aboveCeiling),
+                }
+            )
+        else:
+            row = row.model_copy(update={"unknown": why, "tokens_per_step_source": tps_src})
+        rows.append(row)
+    return RooflineSection(
+        bandwidth_gbs=bw[0] if bw else None,
+        bandwidth_source=bw[1] if bw else "unknown",
+        cards=cards,
+        context_tokens=ctx,
+        inputs=tuple(inputs),
+        rows=tuple(rows),
+        missing=tuple(missing),
+    )

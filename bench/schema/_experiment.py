@@ -1,0 +1,375 @@
+"""The experiment file: pydantic models, loading, and the pin and consistency checks.
+
+An experiment names the engine images (tag + digest, upstream version), the models (HF id +
+revision + the path the server sees), the workload and the configurations (engine, method,
+speculative tokens, the seed's server flags verbatim, and every deviation from the seed with its
+reason). A bad file raises InputError naming the field at fault (exit 2).
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import yaml
+from pydantic import AliasChoices, Field, ValidationError, field_validator, model_validator
+
+from bench.core import InputError, StrictModel, describe_validation_error, describe_yaml_error
+from bench.core._vocab import EngineName, SpecMethod, canonical_spec_method
+
+EXPERIMENT_SCHEMA = "specbench.experiment/1"
+UNRESOLVED = "unresolved"
+EXPERIMENTS_DIR = Path(__file__).resolve().parents[1] / "experiments"
+
+_DIGEST_RE = re.compile(r"^sha256:[0-9a-f]{64}$")
+_REVISION_RE = re.compile(r"^[0-9a-f]{40}$")
+_NAME_RE = r"^[a-z0-9][a-z0-9-]{0,62}$"
+
+Name = Annotated[str, Field(pattern=_NAME_RE)]
+
+
+class Deviation(StrictModel):
+    """A flag that differs from the seed report's command, with the reason.
+
+    ``seed`` is the seed's spelling (None when the seed has no such flag or no command at all);
+    ``used`` is what we pass (None when we drop the flag)."""
+
+    flag: str = Field(min_length=1)
+    seed: str | None
+    used: str | None = Field(validation_alias=AliasChoices("used", "pinned"))
+    reason: str = Field(min_length=10)
+
+    @property
+    def pinned(self) -> str | None:
+        """INTERFACES.md calls the used value ``pinned``; same thing."""
+        return self.used
+
+
+class ImageBuild(StrictModel):
+    """How a locally built image is made (the patched SGLang image): from a pinned base."""
+
+    base_image: str = Field(min_length=1)
+    base_digest: str
+    dockerfile: str = Field(min_length=1)
+    patch_sha256: str = Field(description="sha256 of the applied patch, or 'unresolved'")
+
+    @field_validator("base_digest")
+    @classmethod
+    def _digest(cls, v: str) -> str:
+        return _check_digest(v)
+
+    @field_validator("patch_sha256")
+    @classmethod
+    def _patch(cls, v: str) -> str:
+        if v != UNRESOLVED and not re.fullmatch(r"[0-9a-f]{64}", v):
+            raise ValueError("must be 64 lowercase hex digits or 'unresolved'")
+        return v
+
+
+def _check_digest(v: str) -> str:
+    if v != UNRESOLVED and not _DIGEST_RE.fullmatch(v):
+        raise ValueError("must be 'sha256:<64 hex>' or explicitly 'unresolved'")
+    return v
+
+
+class Image(StrictModel):
+    """One engine image: tag, digest (required; 'unresolved' must be written out), version."""
+
+    engine: EngineName
+    image: str = Field(min_length=1, description="repository:tag, without the digest")
+    digest: str = Field(description="sha256:<64 hex> of the image, or 'unresolved'")
+    version: str = Field(min_length=1, description="upstream engine version inside the image")
+    build: ImageBuild | None = None
+    notes: str | None = None
+
+    @field_validator("image")
+    @classmethod
+    def _no_digest_in_tag(cls, v: str) -> str:
+        if "@" in v or ":" not in v.rsplit("/", 1)[-1]:
+            raise ValueError("must be 'repository:tag' (the digest goes in 'digest')")
+        return v
+
+    @field_validator("digest")
+    @classmethod
+    def _digest(cls, v: str) -> str:
+        return _check_digest(v)
+
+    @model_validator(mode="after")
+    def _tag_names_patch(self) -> Image:
+        if self.build is not None and self.build.patch_sha256 != UNRESOLVED:
+            want = self.build.patch_sha256[:12]
+            if not self.image.endswith(want):
+                raise ValueError(
+                    f"tag of a patched build must end with the patch sha256[:12] {want}"
+                )
+        return self
+
+    @property
+    def resolved(self) -> bool:
+        """True when the image (and, for a local build, its base) is pinned by digest."""
+        base_ok = self.build is None or self.build.base_digest != UNRESOLVED
+        return self.digest != UNRESOLVED and base_ok
+
+    @property
+    def ref(self) -> str:
+        """``repo:tag@sha256:...`` when resolved, else the tag alone."""
+        return f"{self.image}@{self.digest}" if self.digest != UNRESOLVED else self.image
+
+
+class ByteEstimate(StrictModel):
+    """A byte count written by hand for the roofline: an ESTIMATE, with how it was derived.
+
+    The report labels it as an estimate; a figure measured from the downloaded checkpoint
+    (weights.json in the artifacts, bench.machine.decode_bytes_from_checkpoint) replaces it."""
+
+    estimate: int = Field(gt=0)
+    derivation: str = Field(min_length=20, description="the arithmetic and its assumptions")
+
+
+class ModelPin(StrictModel):
+    """A model: Hugging Face id, pinned revision, and the path the server reads it from.
+
+    The optional estimates feed the bandwidth roofline (bench.report_roofline): weight bytes one
+    forward pass reads (all ranks), the MTP head's bytes per draft step, KV bytes per context
+    token (all ranks)."""
+
+    hf_id: str = Field(pattern=r"^[\w.-]+/[\w.-]+$")
+    revision: str = Field(description="40-hex commit, or 'unresolved'")
+    path: str = Field(pattern=r"^/models/[\w.-]+$", description="path inside the container")
+    weight_bytes: ByteEstimate | None = None
+    mtp_head_bytes: ByteEstimate | None = None
+    kv_bytes_per_token: ByteEstimate | None = None
+
+    @field_validator("revision")
+    @classmethod
+    def _rev(cls, v: str) -> str:
+        if v != UNRESOLVED and not _REVISION_RE.fullmatch(v):
+            raise ValueError("must be a 40-hex commit or explicitly 'unresolved'")
+        return v
+
+    @property
+    def dirname(self) -> str:
+        return self.path.removeprefix("/models/")
+
+
+class WorkloadSpec(StrictModel):
+    """The matched request workload; the seed's lmx speed-test settings."""
+
+    prompt_tokens: int = Field(ge=1)
+    max_tokens: int = Field(ge=2)
+    warmup: int = Field(ge=0)
+    iterations: int = Field(ge=1)
+    concurrency: list[int] = Field(min_length=1)
+    request_timeout_s: float = Field(default=600.0, gt=0)
+
+    @field_validator("concurrency")
+    @classmethod
+    def _levels(cls, v: list[int]) -> list[int]:
+        return _check_levels(v)
+
+
+def _check_levels(v: list[int]) -> list[int]:
+    if any(c < 1 for c in v):
+        raise ValueError("every concurrency level must be >= 1")
+    if len(set(v)) != len(v):
+        raise ValueError("concurrency levels must be unique")
+    return sorted(v)
+
+
+class EmulatorSpec(StrictModel):
+    """How the emulator stands in for this configuration (demo, tests, --emulate)."""
+
+    profile: str = Field(min_length=1)
+    fail: list[str] = Field(default_factory=list)
+
+
+class ServerSettings(StrictModel):
+    """Lifecycle knobs shared by every configuration."""
+
+    ready_timeout_s: float = Field(default=1800.0, gt=0)
+    stop_timeout_s: float = Field(default=30.0, gt=0)
+    shm_size: str = "16g"
+    ipc_host: bool = True
+
+
+class Configuration(StrictModel):
+    """One server configuration; swept over its concurrency levels with one server start."""
+
+    name: Name
+    engine: EngineName
+    image: str | None = Field(default=None, description="key in 'images'; default: the engine")
+    method: SpecMethod
+    spec_num_tokens: int | None = Field(default=None, ge=1)
+    draft_model: str | None = Field(default=None, description="key in 'models'")
+    args: list[str] = Field(description="server flags after the model, the seed's verbatim")
+    deviations: list[Deviation] = Field(default_factory=list)
+    concurrency: list[int] | None = None
+    emulator: EmulatorSpec
+    expect_invalid: str | None = Field(
+        default=None, description="why this configuration is expected to be judged invalid"
+    )
+    notes: str | None = None
+
+    @field_validator("method", mode="before")
+    @classmethod
+    def _canon(cls, v: object) -> object:
+        return canonical_spec_method(v)
+
+    @field_validator("concurrency")
+    @classmethod
+    def _levels(cls, v: list[int] | None) -> list[int] | None:
+        return None if v is None else _check_levels(v)
+
+    @model_validator(mode="after")
+    def _spec_consistent(self) -> Configuration:
+        if self.method == "NONE":
+            if self.spec_num_tokens is not None or self.draft_model is not None:
+                raise ValueError("a NONE (baseline) configuration has no spec_num_tokens/draft")
+        elif self.spec_num_tokens is None:
+            raise ValueError(f"spec_num_tokens is required for method {self.method}")
+        if self.method == "DFLASH" and self.draft_model is None:
+            raise ValueError("draft_model is required for method DFLASH")
+        return self
+
+    @property
+    def image_key(self) -> str:
+        return self.image or self.engine
+
+    @property
+    def speculative(self) -> bool:
+        return self.method != "NONE"
+
+
+class Experiment(StrictModel):
+    """A whole experiment file."""
+
+    schema_: Literal["specbench.experiment/1"] = Field(alias="schema")
+    name: Name
+    title: str | None = Field(default=None, description="the report's title (default: name)")
+    description: str = ""
+    served_model: str = Field(min_length=1, description="alias the servers expose")
+    quantization: str = Field(min_length=1)
+    tensor_parallel: int = Field(ge=1)
+    prefix_caching: dict[EngineName, bool] = Field(default_factory=dict)
+    gpu_mem_util: dict[EngineName, float] = Field(default_factory=dict)
+    images: dict[str, Image] = Field(min_length=1)
+    models: dict[str, ModelPin]
+    target_model: str = Field(description="key in 'models'")
+    engine_deviations: dict[EngineName, list[Deviation]] = Field(default_factory=dict)
+    workload: WorkloadSpec
+    server: ServerSettings = Field(default_factory=ServerSettings)
+    configurations: list[Configuration] = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _references(self) -> Experiment:
+        if self.target_model not in self.models:
+            raise ValueError(f"target_model {self.target_model!r} is not a key of 'models'")
+        seen: set[str] = set()
+        for i, cfg in enumerate(self.configurations):
+            where = f"configurations.{i}"
+            if cfg.name in seen:
+                raise ValueError(f"{where}.name: duplicate configuration name {cfg.name!r}")
+            seen.add(cfg.name)
+            img = self.images.get(cfg.image_key)
+            if img is None:
+                raise ValueError(f"{where}.image: {cfg.image_key!r} is not a key of 'images'")
+            if img.engine != cfg.engine:
+                raise ValueError(f"{where}.image: image is for {img.engine}, not {cfg.engine}")
+            if cfg.draft_model is not None and cfg.draft_model not in self.models:
+                raise ValueError(f"{where}.draft_model: {cfg.draft_model!r} not in 'models'")
+        return self
+
+    # -- lookups ---------------------------------------------------------------------------
+
+    @property
+    def engines(self) -> dict[str, Image]:
+        """INTERFACES.md name for ``images``."""
+        return self.images
+
+    @property
+    def target(self) -> ModelPin:
+        return self.models[self.target_model]
+
+    def image_for(self, cfg: Configuration) -> Image:
+        return self.images[cfg.image_key]
+
+    def draft_for(self, cfg: Configuration) -> ModelPin | None:
+        return self.models[cfg.draft_model] if cfg.draft_model else None
+
+    def levels_for(self, cfg: Configuration) -> list[int]:
+        return cfg.concurrency if cfg.concurrency is not None else self.workload.concurrency
+
+    def deviations_for(self, cfg: Configuration) -> list[Deviation]:
+        """Engine-wide deviations (harness plumbing) first, then the configuration's own."""
+        return [*self.engine_deviations.get(cfg.engine, []), *cfg.deviations]
+
+    def configuration(self, name: str) -> Configuration:
+        for cfg in self.configurations:
+            if cfg.name == name:
+                return cfg
+        raise InputError("--only", f"no configuration named {name!r} (have: {self.names()})")
+
+    def names(self) -> list[str]:
+        return [c.name for c in self.configurations]
+
+    def select(self, only: list[str] | None) -> list[Configuration]:
+        if not only:
+            return list(self.configurations)
+        return [self.configuration(n) for n in only]
+
+    def unresolved_pins(self) -> list[str]:
+        """Every pin still written as 'unresolved', as 'field: value' lines."""
+        out: list[str] = []
+        for key, img in self.images.items():
+            if img.digest == UNRESOLVED:
+                out.append(f"images.{key}.digest ({img.image})")
+            if img.build is not None and img.build.base_digest == UNRESOLVED:
+                out.append(f"images.{key}.build.base_digest ({img.build.base_image})")
+        for key, m in self.models.items():
+            if m.revision == UNRESOLVED:
+                out.append(f"models.{key}.revision ({m.hf_id})")
+        return out
+
+    def lock_dict(self) -> dict[str, Any]:
+        """The resolved experiment as written to experiment.lock.json."""
+        return self.model_dump(mode="json", by_alias=True)
+
+
+def parse_experiment_document(data: Any, source: str) -> Experiment:
+    """Validate a parsed experiment document against the model alone (no engine checks: those
+    are ``bench.engines.parse_experiment``); InputError names the field at fault."""
+    if not isinstance(data, dict):
+        raise InputError(source, "the experiment file must be a YAML mapping")
+    try:
+        exp = Experiment.model_validate(data)
+    except ValidationError as err:
+        raise _describe(source, err) from None
+    return exp
+
+
+def _describe(source: str, err: ValidationError) -> InputError:
+    """Model-level validators name their field inside the message: surface it as the field."""
+    first = err.errors()[0]
+    msg = str(first["msg"]).removeprefix("Value error, ")
+    m = re.match(r"^(configurations\.\d+\.\w+): (.*)$", msg)
+    if m:
+        return InputError(f"{source}: {m.group(1)}", m.group(2))
+    return describe_validation_error(source, err)
+
+
+def read_experiment_document(path: Path | str) -> tuple[Any, str]:
+    """Read an experiment file (YAML) -> (document, the path it was read from). Exit 2 on an
+    unreadable file or invalid YAML."""
+    p = Path(path)
+    if not p.exists() and (EXPERIMENTS_DIR / p.name).exists():
+        p = EXPERIMENTS_DIR / p.name
+    try:
+        text = p.read_text(encoding="utf-8")
+    except OSError as err:
+        raise InputError(str(path), f"cannot read the experiment file: {err.strerror}") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as err:
+        raise InputError(str(p), f"not valid YAML: {describe_yaml_error(err)}") from None
+    return data, str(p)

@@ -1,0 +1,360 @@
+"""Benchmark payloads: the lmx-compatible fields plus specbench's evidence block.
+
+One payload describes one engine configuration at one concurrency level. The lmx names are kept
+in camelCase so a payload can be handed to lmx tooling unchanged; everything lmx does not know
+lives under ``evidence``. ``PAYLOAD_SCHEMA`` changes whenever a field changes meaning.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Final, Literal
+
+from pydantic import Field, ValidationError, field_validator, model_validator
+
+from bench.core import MutableModel, StrictModel, Summary, read_json_model, write_text
+from bench.core._vocab import EngineName, SpecMethod, canonical_spec_method
+from bench.schema._hardware import Hardware
+from bench.schema._telemetry import TelemetrySummary
+
+PAYLOAD_SCHEMA: Final = "specbench.payload/1"
+
+
+class SampleStats(StrictModel):
+    """lmx's ``sampleStats`` block (over the per-iteration ``samples``)."""
+
+    min: float
+    p50: float
+    mean: float
+    max: float
+    stddev: float
+
+
+class EngineFlags(StrictModel):
+    """lmx's ``engineFlags``. Spec counters are deltas over the measured iterations only."""
+
+    specDecoding: bool
+    specMethod: SpecMethod
+    specModel: str | None = None
+    specNumTokens: int | None = Field(default=None, ge=1)
+    specDraftTokens: int | None = Field(default=None, ge=0)
+    specAcceptedTokens: int | None = Field(default=None, ge=0)
+    specAcceptanceRate: float | None = Field(default=None, ge=0, le=1)
+    specMeanAcceptedLength: float | None = Field(default=None, ge=0)
+    tensorParallel: int = Field(ge=1)
+    concurrency: int = Field(ge=1)
+    temperature: float = Field(ge=0)
+    prefixCaching: bool | None = None
+    gpuMemUtil: float | None = Field(default=None, gt=0, le=1)
+    commandSnippet: str | None = None
+
+    @field_validator("specMethod", mode="before")
+    @classmethod
+    def _canon(cls, v: object) -> object:
+        return canonical_spec_method(v)
+
+    @model_validator(mode="after")
+    def _consistent(self) -> EngineFlags:
+        if self.specDecoding != (self.specMethod != "NONE"):
+            raise ValueError("specDecoding must be true exactly when specMethod is not NONE")
+        if self.specDecoding and self.specNumTokens is None:
+            raise ValueError("specNumTokens is required when specDecoding is true")
+        return self
+
+
+class RequestRecord(MutableModel):
+    """One streamed request as the client saw it. ``sent_at`` is the client's monotonic clock
+    (``time.perf_counter``) at send; every other time is seconds relative to it.
+    ``chunk_times`` holds every SSE chunk's arrival (role-only and usage chunks included) and
+    ``chunk_chars`` the content/reasoning characters it carried (0 = not a token chunk)."""
+
+    request_id: str
+    stream_index: int = 0
+    sent_at: float
+    first_token_at: float | None = None
+    last_token_at: float | None = None
+    ended_at: float | None = None
+    ttft_ms: float | None = None
+    decode_tok_s: float | None = None
+    e2e_ms: float | None = None
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    reasoning_tokens: int | None = None
+    finish_reason: str | None = None
+    chunk_times: list[float] = Field(default_factory=list)
+    chunk_chars: list[int] = Field(default_factory=list)
+    output_sha256: str | None = None
+    http_status: int | None = None
+    error: str | None = None
+    reasons: list[str] = Field(default_factory=list)
+
+    @property
+    def valid(self) -> bool:
+        return self.error is None and not self.reasons
+
+
+class MetricSnapshot(StrictModel):
+    """Raw counter values scraped from the engine, keyed by the engine's own metric names."""
+
+    at: float
+    values: dict[str, float]
+
+
+class AcceptanceDelta(StrictModel):
+    """Speculative counters over one window, with one definition for both engines:
+    acceptance_rate = accepted / draft_tokens; mean_acceptance_length = 1 + accepted / drafts."""
+
+    drafts: int = Field(ge=0)
+    draft_tokens: int = Field(ge=0)
+    accepted_tokens: int = Field(ge=0)
+    acceptance_rate: float | None = None
+    mean_acceptance_length: float | None = None
+    accepted_per_position: list[int] = Field(default_factory=list)
+    source: str = Field(description="where the counters came from, e.g. 'vllm /metrics'")
+    before: MetricSnapshot | None = None
+    after: MetricSnapshot | None = None
+
+
+class IterationRecord(MutableModel):
+    """One warmup or measured iteration: C concurrent requests started together."""
+
+    index: int
+    warmup: bool
+    window_start: float
+    window_end: float
+    requests: list[RequestRecord]
+    per_stream_mean_tok_s: float | None = None
+    aggregate_tok_s: float | None = Field(
+        default=None, description="total completion tokens / (last token - first send)"
+    )
+    acceptance: AcceptanceDelta | None = None
+    reasons: list[str] = Field(default_factory=list)
+
+    @property
+    def valid(self) -> bool:
+        return not self.reasons and all(r.valid for r in self.requests)
+
+
+class Figures(StrictModel):
+    """Summary statistics over the measured iterations, one entry per figure."""
+
+    decode_tok_s: Summary | None = Field(
+        description="per-stream decode tok/s, mean over streams per iteration"
+    )
+    ttft_ms: Summary | None
+    e2e_ms: Summary | None
+    aggregate_tok_s: Summary | None = Field(
+        description="total output tokens / window, per iteration"
+    )
+    # None only when no measured iteration was valid (the payload's validity then says invalid).
+
+
+class ValidityReason(StrictModel):
+    """Why a run is invalid (or, with ``severity='warning'``, what a reader should know)."""
+
+    code: str
+    message: str
+    severity: Literal["invalid", "warning"] = "invalid"
+    evidence: list[str] = Field(default_factory=list)
+
+
+class Validity(StrictModel):
+    valid: bool
+    reasons: list[ValidityReason] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Validity:
+        invalid = any(r.severity == "invalid" for r in self.reasons)
+        if self.valid == invalid:
+            raise ValueError("valid must be false exactly when an 'invalid' reason is present")
+        return self
+
+
+class Workload(StrictModel):
+    prompt_tokens: int = Field(ge=1)
+    max_tokens: int = Field(ge=2)
+    concurrency: int = Field(ge=1)
+    warmup: int = Field(ge=0)
+    iterations: int = Field(ge=1)
+    temperature: float = 0.0
+    ignore_eos: bool = True
+    tokenizer: str | None = Field(default=None, description="tokenizer used to size prompts")
+
+
+class RunInfo(StrictModel):
+    specbench_version: str
+    started_at: str
+    finished_at: str
+    base_url: str
+    served_model: str
+    command: list[str] = Field(default_factory=list, description="argv that produced the payload")
+    run_id: str | None = None
+    config_name: str | None = None
+    simulated: bool = False
+
+
+class Evidence(StrictModel):
+    """Everything lmx does not know: raw records, acceptance, figures, verdict."""
+
+    run: RunInfo
+    workload: Workload
+    figures: Figures
+    iterations: list[IterationRecord]
+    acceptance: AcceptanceDelta | None = None
+    acceptance_raw: dict[str, Any] = Field(
+        default_factory=dict, description="engine-specific raw figures, kept verbatim"
+    )
+    validity: Validity
+    telemetry: TelemetrySummary | dict[str, Any] | None = Field(
+        default=None, description="GPU telemetry of the measured windows (bench.machine sampler)"
+    )
+    warnings: list[str] = Field(default_factory=list)
+
+
+class Payload(StrictModel):
+    """One configuration at one concurrency level. ``tokSOut``/``ttftMs`` are the arithmetic
+    means over measured iterations (the seed report's headline), with the spread alongside."""
+
+    schemaVersion: Literal["specbench.payload/1"] = PAYLOAD_SCHEMA
+    simulated: bool = Field(
+        description="true when produced against the emulator: never publishable"
+    )
+    hfId: str
+    modelRevision: str | None = None
+    hardware: Hardware
+    engineName: EngineName
+    engineVersion: str | None = None
+    backend: str = "cuda"
+    quantization: str
+    tokSOut: float = Field(ge=0)
+    ttftMs: float = Field(ge=0)
+    tokSTotal: float | None = None
+    promptTokens: int = Field(ge=1)
+    outputTokens: int = Field(ge=1)
+    samples: list[float]
+    sampleStats: SampleStats
+    promptSha256: str
+    outputSha256: str
+    engineFlags: EngineFlags
+    notes: str | None = None
+    evidence: Evidence
+
+    @model_validator(mode="after")
+    def _simulated_is_labelled(self) -> Payload:
+        if self.simulated != self.evidence.run.simulated:
+            raise ValueError("simulated and evidence.run.simulated disagree")
+        return self
+
+
+def payload_json_schema() -> dict[str, Any]:
+    return Payload.model_json_schema()
+
+
+def write_payload(path: Path, payload: Payload) -> None:
+    write_text(path, payload.model_dump_json(indent=2) + "\n")
+
+
+def read_payload(path: Path) -> Payload:
+    """Read and validate a payload; an InputError names the file and the field at fault."""
+    return read_json_model(path, Payload)
+
+
+class Problem(StrictModel):
+    """One finding of ``specbench validate``: the file, the JSON path and the reason."""
+
+    file: str
+    path: str
+    reason: str
+    severity: Literal["error", "warning"] = "error"
+
+
+def _close(a: float, b: float) -> bool:
+    return abs(a - b) <= 1e-6 * max(1.0, abs(a), abs(b))
+
+
+def check_payload_file(path: Path) -> list[Problem]:
+    """The offline dry-run validator: schema errors (all of them, each with its JSON path), then
+    payload-level consistency. A payload whose validity block says invalid is an error."""
+    f = str(path)
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
+        return [Problem(file=f, path="$", reason=f"cannot read JSON: {err}")]
+    try:
+        p = Payload.model_validate(data)
+    except ValidationError as err:
+        return [
+            Problem(
+                file=f,
+                path="$" + "".join(f"[{x}]" if isinstance(x, int) else f".{x}" for x in e["loc"]),
+                reason=e["msg"],
+            )
+            for e in err.errors()
+        ]
+    return check_payload(p, f)
+
+
+def check_payload(p: Payload, f: str = "<payload>") -> list[Problem]:
+    out: list[Problem] = []
+
+    def err(where: str, reason: str, severity: Literal["error", "warning"] = "error") -> None:
+        out.append(Problem(file=f, path=where, reason=reason, severity=severity))
+
+    ev = p.evidence
+    if not ev.validity.valid:
+        why = "; ".join(
+            f"{r.code}: {r.message}" for r in ev.validity.reasons if r.severity == "invalid"
+        )
+        err("$.evidence.validity.valid", f"run is invalid: {why}")
+    if p.simulated:
+        err("$.simulated", "produced against the emulator (SIMULATED): not publishable", "warning")
+    wl = ev.workload
+    if p.promptTokens != wl.prompt_tokens:
+        err("$.promptTokens", f"{p.promptTokens} != evidence.workload.prompt_tokens")
+    if p.outputTokens != wl.max_tokens:
+        err("$.outputTokens", f"{p.outputTokens} != evidence.workload.max_tokens")
+    if p.engineFlags.concurrency != wl.concurrency:
+        err("$.engineFlags.concurrency", "differs from evidence.workload.concurrency")
+    measured = [it for it in ev.iterations if not it.warmup]
+    if len(measured) != wl.iterations:
+        err(
+            "$.evidence.iterations",
+            f"{len(measured)} measured iterations, workload says {wl.iterations}",
+        )
+    if ev.validity.valid:
+        if p.samples and not _close(p.tokSOut, sum(p.samples) / len(p.samples)):
+            err("$.tokSOut", "is not the mean of samples")
+        if not p.samples:
+            err("$.samples", "a valid run needs at least one sample")
+        elif not (
+            _close(p.sampleStats.min, min(p.samples)) and _close(p.sampleStats.max, max(p.samples))
+        ):
+            err("$.sampleStats", "min/max do not match samples")
+        fig = ev.figures.decode_tok_s
+        if fig is None or fig.n != len(p.samples):
+            err("$.evidence.figures.decode_tok_s", "missing or n differs from len(samples)")
+    for i, it in enumerate(ev.iterations):
+        if it.warmup or not it.valid:
+            continue
+        for k, r in enumerate(it.requests):
+            where = f"$.evidence.iterations[{i}].requests[{k}]"
+            if r.completion_tokens != p.outputTokens:
+                err(where + ".completion_tokens", f"{r.completion_tokens} != outputTokens")
+            if r.first_token_at is None or r.last_token_at is None or r.decode_tok_s is None:
+                err(where, "valid request without token times or decode rate")
+                continue
+            window = r.last_token_at - r.first_token_at
+            expect = (
+                (r.completion_tokens - 1) / window if r.completion_tokens and window > 0 else -1
+            )
+            if not _close(r.decode_tok_s, expect):
+                err(where + ".decode_tok_s", "is not (completion_tokens-1)/(last-first token)")
+            rt, ct = r.reasoning_tokens, r.completion_tokens
+            if rt is not None and ct is not None and rt > ct:
+                err(where + ".reasoning_tokens", "exceeds completion_tokens")
+    fl = p.engineFlags
+    drafted, accepted = fl.specDraftTokens, fl.specAcceptedTokens
+    if drafted is not None and accepted is not None and accepted > drafted:
+        err("$.engineFlags.specAcceptedTokens", "exceeds specDraftTokens")
+    return out
