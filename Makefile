@@ -39,6 +39,7 @@ lint: setup
 	$(BIN)/ruff check bench tests
 	$(BIN)/ruff format --check bench tests
 	$(BIN)/mypy --strict bench
+	$(BIN)/lint-imports
 
 base-image:
 	bash docker/base/build.sh

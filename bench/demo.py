@@ -9,11 +9,12 @@ Everything it writes is labelled SIMULATED.
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
-from bench.core import SIMULATED_BANNER, write_text
 from bench.engines import load_experiment
 from bench.matrix import MatrixOptions, MatrixResult, run_matrix
+from bench.report import render_report
 from bench.schema import EXPERIMENTS_DIR
 
 DEMO_EXPERIMENT = EXPERIMENTS_DIR / "qwen38-27b-gptq-2x3090.yaml"
@@ -36,8 +37,6 @@ def run_demo(
     artifacts = out / "artifacts"
     if artifacts.exists():
         # A demo is disposable: start clean so the report is of this run only.
-        import shutil
-
         shutil.rmtree(artifacts)
     opts = MatrixOptions(
         out=artifacts,
@@ -55,29 +54,5 @@ def run_demo(
 
 def render(artifacts: Path, out: Path) -> Path:
     """REPORT.md through the report renderer (bench.report.render_report)."""
-    try:
-        from bench.report import render_report
-    except ImportError:
-        return _fallback_report(artifacts, out)
     path: Path = render_report(artifacts, out)
-    return path
-
-
-def _fallback_report(artifacts: Path, out: Path) -> Path:
-    """Until bench.report lands: a plain listing of what the run produced."""
-    from bench.schema import read_payload
-
-    lines = [
-        f"# specbench demo — {SIMULATED_BANNER}",
-        "",
-        "| payload | tok/s | valid |",
-        "|---|---|---|",
-    ]
-    for p in sorted((artifacts / "payloads").glob("*.json")):
-        pl = read_payload(p)
-        codes = ", ".join(r.code for r in pl.evidence.validity.reasons if r.severity == "invalid")
-        verdict = "yes" if pl.evidence.validity.valid else f"NO ({codes})"
-        lines.append(f"| {p.stem} | {pl.tokSOut:.2f} (SIMULATED) | {verdict} |")
-    path = out / "REPORT.md"
-    write_text(path, "\n".join(lines) + "\n")
     return path

@@ -6,8 +6,11 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from pydantic import ValidationError
 
-from bench.core import InputError
+from bench.core import InputError, describe_validation_error
+from bench.emulator.profile import FailMode, ProfileError
+from bench.emulator.runner import resolve_profile, run_process
 
 
 def register(app: typer.Typer) -> None:
@@ -45,11 +48,6 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Run a SIMULATED vLLM- or SGLang-shaped server with a known schedule (never a
         measurement; every response carries x-specbench-emulator: 1)."""
-        from pydantic import ValidationError
-
-        from bench.core import describe_validation_error
-        from bench.emulator.profile import FailMode, ProfileError
-        from bench.emulator.runner import resolve_profile, run_process
 
         if engine not in ("vllm", "sglang"):
             raise InputError("engine", f"{engine!r} is not one of vllm, sglang")

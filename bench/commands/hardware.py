@@ -8,13 +8,34 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from pydantic import ValidationError
 
-from bench.core import InputError
-from bench.machine import build_hardware, capture_hardware, cpu_only, read_dump, record_dump
+from bench.core import (
+    InputError,
+    describe_validation_error,
+    ensure_writable_file,
+    read_json_model,
+    write_text,
+)
+from bench.machine import (
+    BandwidthSource,
+    Sampler,
+    build_hardware,
+    capture_hardware,
+    capture_provenance,
+    card_bandwidth,
+    ceiling,
+    cpu_only,
+    efficiency,
+    probe_bandwidth,
+    read_dump,
+    record_dump,
+    summarize_sampler,
+)
+from bench.schema import Hardware
 
 
 def _write(out: Path | None, text: str, where: str = "--out") -> None:
-    from bench.core import ensure_writable_file, write_text
 
     if out is None:
         typer.echo(text)
@@ -68,9 +89,6 @@ def provenance_cmd(
     ] = None,
 ) -> None:
     """Record git SHA, versions, driver/CUDA, Docker and container toolkit as provenance.json."""
-    from bench.core import read_json_model
-    from bench.machine import capture_provenance
-    from bench.schema import Hardware
 
     if experiment is not None and not experiment.is_file():
         raise InputError(str(experiment), "experiment file not found")
@@ -95,7 +113,6 @@ def probe_bandwidth_cmd(
     device: Annotated[int | None, typer.Option("--device", help="one GPU index")] = None,
 ) -> None:
     """Device-to-device copy bandwidth through torch (needs torch and a CUDA GPU)."""
-    from bench.machine import probe_bandwidth
 
     result = probe_bandwidth(size_mib=size_mib, iterations=iterations, device=device)
     for d in result.devices:
@@ -109,7 +126,6 @@ def telemetry_sample_cmd(
     out: Annotated[Path | None, typer.Option("--out", help="raw recording (JSON)")] = None,
 ) -> None:
     """Debug: sample NVML telemetry for a while and print the window summary."""
-    from bench.machine import Sampler, summarize_sampler
 
     try:
         sampler = Sampler(interval_s=interval).start()
@@ -142,11 +158,6 @@ def roofline_cmd(
     measured: Annotated[float | None, typer.Option("--measured", help="tok/s to compare")] = None,
 ) -> None:
     """Print the bandwidth decode ceiling of a configuration (and a measured efficiency)."""
-    from pydantic import ValidationError
-
-    from bench.core import describe_validation_error, read_json_model
-    from bench.machine import BandwidthSource, card_bandwidth, ceiling, efficiency
-    from bench.schema import Hardware
 
     if measured is not None and measured <= 0:
         raise InputError("--measured", f"must be positive, got {measured}")

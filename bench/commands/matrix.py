@@ -7,6 +7,12 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from pydantic import ValidationError
+
+from bench.core import EMULATOR_IMAGE, InputError, RunError, describe_validation_error
+from bench.demo import run_demo
+from bench.engines import DEFAULT_MODEL_CACHE, load_experiment
+from bench.matrix import MatrixOptions, MatrixResult, render_plan, run_matrix
 
 
 def plan(
@@ -15,8 +21,6 @@ def plan(
     model_cache: Annotated[str | None, typer.Option(help="host folder mounted at /models")] = None,
 ) -> None:
     """Print each configuration's exact server argv and docker run line (no side effects)."""
-    from bench.engines import DEFAULT_MODEL_CACHE, load_experiment
-    from bench.matrix import render_plan
 
     exp = load_experiment(experiment)
     typer.echo(render_plan(exp, only, model_cache=model_cache or DEFAULT_MODEL_CACHE))
@@ -43,11 +47,6 @@ def matrix(
     progress: Annotated[bool, typer.Option(help="show the progress bar")] = True,
 ) -> None:
     """Run every configuration: one server per configuration, every concurrency level."""
-    from pydantic import ValidationError
-
-    from bench.core import EMULATOR_IMAGE, InputError, RunError, describe_validation_error
-    from bench.engines import DEFAULT_MODEL_CACHE, load_experiment
-    from bench.matrix import MatrixOptions, run_matrix
 
     if launcher not in ("docker", "process"):
         raise InputError("--launcher", f"must be docker or process, not {launcher!r}")
@@ -77,7 +76,6 @@ def matrix(
 
 
 def _print_outcomes(result: object) -> None:
-    from bench.matrix import MatrixResult
 
     assert isinstance(result, MatrixResult)
     typer.echo(f"run {result.run_id} -> {result.out}")
@@ -98,8 +96,6 @@ def demo(
     """The whole pipeline on the emulator (no Docker, no GPU) -> reports/demo/REPORT.md.
 
     Everything it writes is SIMULATED."""
-    from bench.core import InputError
-    from bench.demo import run_demo
 
     if time_scale <= 0:
         raise InputError("--time-scale", f"must be positive, got {time_scale}")

@@ -7,6 +7,9 @@ from typing import Annotated
 
 import typer
 
+from bench.engines import load_experiment
+from bench.matrix import check_models_dir, render_text
+
 
 def register(app: typer.Typer) -> None:
     """Add this module's commands to the app."""
@@ -26,8 +29,6 @@ def register(app: typer.Typer) -> None:
         """Check the downloaded checkpoints against the pinned engines' rules.
 
         Exit 0: nothing blocks the run; 1: at least one error; 2: bad input."""
-        from bench.engines import load_experiment
-        from bench.matrix import check_models_dir, render_text
 
         report = check_models_dir(load_experiment(experiment), models_dir)
         if as_json:

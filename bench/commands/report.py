@@ -7,6 +7,10 @@ from typing import Annotated
 
 import typer
 
+from bench.report import publish as do_publish
+from bench.report import render_report
+from bench.report import verify_bundle as do_verify
+
 
 def register(app: typer.Typer) -> None:
     """Add this module's commands to the app."""
@@ -24,7 +28,6 @@ def register(app: typer.Typer) -> None:
         ] = None,
     ) -> None:
         """Render REPORT.md and its charts from artifacts alone (no GPU needed)."""
-        from bench.report import render_report
 
         typer.echo(str(render_report(artifacts_dir, out, reference)))
 
@@ -36,7 +39,6 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Write a self-contained bundle (report, charts, artifacts, SHA256SUMS). Refuses
         SIMULATED runs and runs without a valid payload."""
-        from bench.report import publish as do_publish
 
         folder = do_publish(artifacts_dir, out, tarball=tarball)
         typer.echo(str(folder))
@@ -48,7 +50,6 @@ def register(app: typer.Typer) -> None:
         bundle: Annotated[Path, typer.Argument(help="bundle folder or .tar.gz")],
     ) -> None:
         """Check a published bundle: checksums, links, payloads. Exit 1 on any problem."""
-        from bench.report import verify_bundle as do_verify
 
         problems = do_verify(bundle)
         for p in problems:

@@ -11,10 +11,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
+from pydantic import ValidationError
 
-from bench.core import InputError
+from bench.core import InputError, describe_validation_error, ensure_writable_file, read_json_model
+from bench.machine import SamplerStart, open_sampler
+from bench.measure import RunSpec, find_cached_tokenizer, measure, split_base_url
+from bench.schema import Hardware, check_payload_file, payload_json_schema, write_payload
 
 if TYPE_CHECKING:
+    # rich's progress bar only where a bar is drawn: import cost stays off the other paths
     from rich.progress import Progress, TaskID
 
     from bench.schema import IterationRecord
@@ -117,12 +122,8 @@ def run(
     ] = True,
 ) -> None:
     """Measure one running engine endpoint and write a payload (exit 1 if the run is invalid)."""
-    from pydantic import ValidationError
+    # rich's progress bar only where a bar is drawn: import cost stays off the other paths
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
-
-    from bench.core import describe_validation_error, ensure_writable_file, read_json_model
-    from bench.measure import RunSpec, find_cached_tokenizer, measure
-    from bench.schema import Hardware, write_payload
 
     for name, value, low in (
         ("--prompt-tokens", prompt_tokens, 1),
@@ -180,7 +181,6 @@ def run(
         )
     except ValidationError as err:
         raise describe_validation_error("specbench run", err) from None
-    from bench.measure import split_base_url
 
     try:
         split_base_url(base_url)
@@ -188,7 +188,6 @@ def run(
         raise InputError("--base-url", str(err)) from None
     # No auto-refresh: a render thread would compete for the GIL while streams are timed; the
     # bar is redrawn only between iterations.
-    from bench.machine import SamplerStart, open_sampler
 
     started = open_sampler() if telemetry else SamplerStart(None, "--no-telemetry given")
     try:
@@ -233,7 +232,6 @@ def validate(
 ) -> None:
     """Offline dry-run validator: exit 0 when every file is valid, 1 with file, JSON path and
     reason for each problem."""
-    from bench.schema import check_payload_file
 
     problems = [p for f in files for p in check_payload_file(f)]
     errors = [p for p in problems if p.severity == "error"]
@@ -265,7 +263,6 @@ schema_app = typer.Typer(help="Print JSON Schemas of specbench files.", no_args_
 @schema_app.command("payload")
 def schema_payload() -> None:
     """Print the JSON Schema of a payload."""
-    from bench.schema import payload_json_schema
 
     typer.echo(json.dumps(payload_json_schema(), indent=2))
 

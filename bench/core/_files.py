@@ -7,6 +7,8 @@ import os
 import tempfile
 from pathlib import Path
 
+from bench.core._errors import InputError
+
 
 def write_bytes(path: Path, data: bytes) -> None:
     """Write ``data`` to ``path`` so that a reader sees either the old file or the whole new one."""
@@ -37,7 +39,6 @@ def sha256_file(path: Path) -> str:
 
 def ensure_dir(path: Path, where: str) -> Path:
     """Create the folder ``path`` (and its parents) or raise InputError naming ``where``."""
-    from bench.core._errors import InputError
 
     if path.exists() and not path.is_dir():
         raise InputError(where, f"{path} is a file, not a folder")
@@ -51,7 +52,6 @@ def ensure_dir(path: Path, where: str) -> Path:
 def ensure_writable_file(path: Path, where: str) -> Path:
     """Check up front that ``path`` can be written (its folder exists or can be made, and it is
     not a folder), so that a long run does not fail only when it saves its result."""
-    from bench.core._errors import InputError
 
     if path.is_dir():
         raise InputError(where, f"{path} is a folder, not a file")

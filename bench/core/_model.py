@@ -7,6 +7,8 @@ from typing import TypeVar
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from bench.core._errors import InputError, describe_validation_error
+
 
 class StrictModel(BaseModel):
     """Unknown keys are an error, values are validated on assignment, and models are immutable
@@ -27,7 +29,6 @@ M = TypeVar("M", bound=BaseModel)
 def read_json_model(path: Path, model: type[M], *, source: str | None = None) -> M:
     """Read ``path`` as JSON and validate it as ``model``. Any failure is an InputError naming
     ``source`` (default: the path) and, for a validation error, the field at fault."""
-    from bench.core._errors import InputError, describe_validation_error
 
     where = source or str(path)
     try:

@@ -12,6 +12,7 @@ Linux, the same clock in every process of the host).
 from __future__ import annotations
 
 import asyncio
+import os
 import random
 import time
 from collections import OrderedDict, deque
@@ -514,6 +515,4 @@ class EmulatedEngine:
 
 
 def _pid() -> int:
-    import os
-
     return os.getpid()

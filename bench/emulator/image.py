@@ -63,6 +63,7 @@ def build_emulator_image(
 ) -> str:
     """Build the image with the Docker SDK (``client`` from docker.from_env() if None) and
     return its tag. The base image must exist locally (docker/base/build.sh)."""
+    # optional at import time: the docker SDK loads only when a container is really started
     import docker
 
     client = client or docker.from_env()  # type: ignore[attr-defined]

@@ -28,6 +28,8 @@ import zipfile
 from pathlib import Path
 
 from bench.core import InputError, RunError, StrictModel, sha256_file, write_text
+from bench.engines._experiment import load_experiment
+from bench.schema import UNRESOLVED
 
 CACHE_ENV = "SPECBENCH_UPSTREAM_CACHE"
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -88,7 +90,6 @@ def cache_dir() -> Path:
 def pinned_packages(experiment_path: Path | None = None) -> list[PinnedPackage]:
     """The pinned vLLM and SGLang distributions, read from the experiment's ``images`` section
     (the one source of truth); one version per engine, or an InputError naming the field."""
-    from bench.engines._experiment import load_experiment
 
     path = experiment_path or DEFAULT_EXPERIMENT
     if not path.exists():
@@ -215,8 +216,6 @@ def build_args(engine: str, experiment_path: Path | None = None) -> dict[str, st
 
     An 'unresolved' digest becomes an empty BASE_DIGEST (the build then uses the tag alone);
     a resolved patch_sha256 that differs from the patches on disk is an InputError."""
-    from bench.engines._experiment import load_experiment
-    from bench.schema import UNRESOLVED
 
     exp = load_experiment(experiment_path or DEFAULT_EXPERIMENT)
     image = exp.images.get(engine)

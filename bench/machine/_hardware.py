@@ -148,6 +148,7 @@ def _cuda_version(raw: int) -> str:
 def record_nvml() -> NvmlDump:
     """Ask NVML everything ``build_hardware`` needs. Raises the NVML error if NVML is unusable
     (no driver, no GPU); single unsupported calls are recorded in ``errors`` and left None."""
+    # optional: NVML exists only on a GPU host; without it capture records why
     import pynvml
 
     pynvml.nvmlInit()

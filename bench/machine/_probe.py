@@ -13,6 +13,7 @@ from typing import Any, Final, Literal
 from pydantic import Field
 
 from bench.core import InputError, StrictModel
+from bench.machine._hardware import DATASHEET_BANDWIDTH_GBS, lmx_gpu_name
 
 PROBE_SCHEMA: Final = "specbench.bandwidth-probe/1"
 
@@ -44,6 +45,7 @@ def probe_bandwidth(
     if size_mib <= 0 or iterations <= 0 or warmup < 0:
         raise InputError("probe bandwidth", "size, iterations must be positive; warmup >= 0")
     try:
+        # optional heavy dependency: the bandwidth probe runs only on a GPU host with torch
         import torch  # type: ignore[import-not-found, unused-ignore]
     except ImportError:
         raise InputError(
@@ -53,7 +55,6 @@ def probe_bandwidth(
         ) from None
     if not torch.cuda.is_available():
         raise InputError("probe bandwidth", "torch sees no CUDA device on this machine")
-    from bench.machine._hardware import DATASHEET_BANDWIDTH_GBS, lmx_gpu_name
 
     indices = [device] if device is not None else list(range(torch.cuda.device_count()))
     out: list[DeviceBandwidth] = []

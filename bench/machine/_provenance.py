@@ -145,6 +145,7 @@ def container_toolkit(run: Runner = run_command) -> ContainerToolkit | None:
 
 def _driver_from_nvml() -> tuple[str | None, str | None]:
     try:
+        # optional: NVML exists only on a GPU host; without it capture records why
         import pynvml
 
         pynvml.nvmlInit()

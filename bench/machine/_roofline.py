@@ -16,6 +16,8 @@ measurement error, not a fast engine.
 
 from __future__ import annotations
 
+import json
+import struct
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Final, Literal
@@ -171,8 +173,6 @@ def _tensor_class(name: str) -> str:
 def decode_bytes_from_checkpoint(model_dir: Path) -> CheckpointBytes | None:
     """Sizes per tensor class from every ``*.safetensors`` header under ``model_dir``; None when
     there is no such file or a header does not parse (the estimate is used then)."""
-    import json
-    import struct
 
     files = sorted(model_dir.rglob("*.safetensors")) if model_dir.is_dir() else []
     if not files:

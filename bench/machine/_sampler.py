@@ -45,6 +45,7 @@ class NvmlReader:
         self._nvml: Any = None
 
     def open(self) -> NvmlReader:
+        # optional: NVML exists only on a GPU host; without it capture records why
         import pynvml
 
         pynvml.nvmlInit()

@@ -109,6 +109,7 @@ def wait_ready(
 def _die_with_parent() -> None:
     """Child side: get SIGTERM when the matrix dies, even by SIGKILL (Linux prctl)."""
     with contextlib.suppress(Exception):
+        # Linux-only prctl call, loaded in the child process that uses it
         import ctypes
 
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
@@ -221,6 +222,7 @@ class DockerLauncher:
 
     def __init__(self, client: Any = None) -> None:
         if client is None:
+            # optional at import time: the docker SDK loads only when a container is really started
             import docker
 
             client = docker.from_env()  # type: ignore[attr-defined]
@@ -228,6 +230,7 @@ class DockerLauncher:
 
     def run_kwargs(self, spec: ContainerSpec) -> dict[str, Any]:
         """The SDK arguments for ``spec`` (tests check them without starting anything)."""
+        # optional at import time: the docker SDK loads only when a container is really started
         import docker
 
         env = {}

@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import json
 import secrets
 import shlex
 import signal
+import sys
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -32,6 +34,14 @@ from bench.core import (
     write_text,
 )
 from bench.engines import DEFAULT_MODEL_CACHE, ContainerSpec, get_engine
+from bench.machine import (
+    ImageRef,
+    SamplerStart,
+    capture_hardware,
+    capture_provenance,
+    decode_bytes_from_checkpoint,
+    open_sampler,
+)
 from bench.matrix._artifacts import Artifacts
 from bench.matrix._launch import (
     DockerLauncher,
@@ -42,7 +52,7 @@ from bench.matrix._launch import (
     scrub,
     wait_ready,
 )
-from bench.measure import judge, scan_log
+from bench.measure import RunSpec, judge, measure, scan_log
 from bench.schema import Configuration, Experiment, Hardware, IterationRecord, Payload
 
 if TYPE_CHECKING:
@@ -115,6 +125,7 @@ class _Progress:
 
     def __enter__(self) -> _Progress:
         if self.enabled:
+            # rich's progress bar only where a bar is drawn: import cost stays off the other paths
             from rich.progress import (
                 BarColumn,
                 MofNCompleteColumn,
@@ -172,7 +183,6 @@ def new_run_id() -> str:
 
 def _host_hardware() -> Hardware:
     """Hardware of this host (bench.machine); a CPU_ONLY record where no NVIDIA GPU is."""
-    from bench.machine import capture_hardware
 
     return capture_hardware(allow_no_gpu=True)
 
@@ -181,9 +191,6 @@ def _run_provenance(
     exp: Experiment, opts: MatrixOptions, hw: Hardware, experiment_path: Path | None
 ) -> dict[str, Any]:
     """Provenance (bench.machine provenance): versions, git SHA, images as pinned here."""
-    import sys
-
-    from bench.machine import ImageRef, capture_provenance
 
     images = [
         ImageRef(
@@ -286,7 +293,6 @@ def run_matrix(
     arts = Artifacts(opts.out)
     ensure_dir(opts.out, "--out")
     run_id = opts.run_id or new_run_id()
-    import json
 
     if arts.lock.exists():
         old = json.loads(arts.lock.read_text())
@@ -375,7 +381,6 @@ def run_matrix(
 def checkpoint_bytes(exp: Experiment, model_cache: Path) -> dict[str, Any] | None:
     """weights.json: each downloaded model's byte counts from its safetensors headers (the
     roofline prefers them to the experiment's hand-written estimates); None when none exists."""
-    from bench.machine import decode_bytes_from_checkpoint
 
     models: dict[str, Any] = {}
     for key, pin in exp.models.items():
@@ -388,7 +393,6 @@ def checkpoint_bytes(exp: Experiment, model_cache: Path) -> dict[str, Any] | Non
 
 
 def _default_telemetry(emulated: bool) -> TelemetryFactory:
-    from bench.machine import SamplerStart, open_sampler
 
     if emulated:
         return lambda: SamplerStart(None, EMULATED_NO_TELEMETRY)
@@ -464,7 +468,6 @@ def _run_configuration(
 
     One telemetry sampler runs from readiness to the end of the sweep; each payload gets it cut
     to its own measured iteration windows."""
-    from bench.measure import RunSpec, measure
 
     engine = get_engine(cfg.engine)
     image = exp.image_for(cfg)

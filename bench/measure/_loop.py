@@ -27,8 +27,10 @@ from pydantic import Field, field_validator
 from bench import __version__
 from bench.core import InputError, SpecMethod, StrictModel, canonical_spec_method, summarize
 from bench.core._vocab import utc_now
-from bench.measure import SGLANG_GAUGES, combine, delta, snapshot
+from bench.machine import measured_summary, no_telemetry_note
+from bench.measure._acceptance import SGLANG_GAUGES, combine, delta, snapshot
 from bench.measure._client import Connection, RawResponse, chat_body, interpret_chat_stream, request
+from bench.measure._validity import throttle_warnings
 from bench.measure._workload import PromptFactory, load_tokenizer, prompt_sha256
 from bench.schema import (
     PAYLOAD_SCHEMA,
@@ -289,8 +291,6 @@ def with_telemetry(
 ) -> Payload:
     """The payload with ``evidence.telemetry`` (cut to its measured iterations) and throttling
     as validity warnings; without a sampler, telemetry stays absent and a warning says why."""
-    from bench.machine import measured_summary, no_telemetry_note
-    from bench.measure._validity import throttle_warnings
 
     ev = payload.evidence
     if sampler is None:

@@ -95,6 +95,7 @@ def load_tokenizer(directory: Path) -> TokenCounter:
     path = directory / "tokenizer.json" if directory.is_dir() else directory
     if not path.is_file():
         raise InputError("--tokenizer", f"{path} does not exist (expected a tokenizer.json)")
+    # optional heavy dependency: only when a tokenizer file is given or cached
     from tokenizers import Tokenizer
 
     try:

@@ -13,6 +13,7 @@ import tempfile
 from pathlib import Path
 
 from bench.core import InputError, ensure_dir, sha256_file, write_bytes, write_text
+from bench.report._render import load_runset, render_report
 from bench.schema import read_payload
 
 SUMS = "SHA256SUMS"
@@ -21,6 +22,7 @@ ARTIFACTS = "artifacts"
 
 def linked_files(markdown: str) -> list[str]:
     """Relative link and image targets in a Markdown document (parsed with markdown-it-py)."""
+    # only the bundle check parses Markdown
     from markdown_it import MarkdownIt
 
     out: list[str] = []
@@ -61,7 +63,6 @@ def _tarball(root: Path, dest: Path) -> None:
 
 def publish(artifacts_dir: Path, out_dir: Path, tarball: bool = False) -> Path:
     """Write the bundle folder (and ``<out_dir>.tar.gz`` when asked); returns the folder."""
-    from bench.report._render import load_runset, render_report
 
     rs = load_runset(artifacts_dir)
     if rs.source_kind != "artifacts":

@@ -27,6 +27,7 @@ from pydantic import Field
 
 from bench.core import StrictModel, sha256_file, write_text
 from bench.report._claims import ConcurrencySweep
+from bench.report._draw import draw_all
 from bench.report._model import Figure, RunView
 from bench.report._text import engine_label, method_label
 
@@ -182,7 +183,6 @@ def chart_specs(
 
 def draw(specs: Sequence[ChartSpec], out_dir: Path) -> None:
     """Draw ``specs`` as PNGs into ``out_dir`` in this process (imports matplotlib)."""
-    from bench.report._draw import draw_all
 
     draw_all([s.model_dump(mode="json") for s in specs], out_dir)
 

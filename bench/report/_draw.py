@@ -53,6 +53,7 @@ def draw_all(specs: Sequence[dict[str, Any]], out_dir: Path) -> None:
 
 
 def main() -> int:
+    # heavy optional dependency: charts are drawn in a child process that imports it
     import matplotlib.backends.backend_agg
     import matplotlib.figure  # noqa: F401
 

@@ -13,8 +13,11 @@ from pathlib import Path
 from typing import Any
 
 from bench.core import InputError, SpecbenchError, Summary, sha256_file
+from bench.engines import parse_experiment, plan_entries
+from bench.report._machine import hardware_tables, provenance_tables, telemetry_view
 from bench.report._model import CommandBlock, ConfigInfo, Figure, FileEntry, Reason, RunSet, RunView
-from bench.schema import Hardware, Payload, read_payload
+from bench.report._roofline import build_roofline
+from bench.schema import Hardware, Payload, check_payload, read_payload
 
 _STEM = re.compile(r"^(?P<config>.+)-c(?P<c>\d+)(?:\.(?P<attempt>[A-Za-z0-9_-]+))?$")
 _LOG_HINT = re.compile(r"(?i)\b(error|warn(ing)?|skip(ping|ped)?|not found|traceback|fail(ed)?)\b")
@@ -67,7 +70,6 @@ def run_view(p: Payload, stem: str, log_lines: dict[str, list[str]] | None = Non
     if not p.evidence.validity.valid and log_lines and config in log_lines:
         evidence = tuple(ln for ln in log_lines[config] if _LOG_HINT.search(ln))[:MAX_LOG_LINES]
     flags = p.engineFlags
-    from bench.report._machine import telemetry_view
 
     tele, tele_note = telemetry_view(p)
     return RunView(
@@ -243,8 +245,6 @@ def _experiment_infos(
     entries: the same code as ``specbench plan``); None when the lock does not parse as an
     Experiment."""
     try:
-        from bench.engines import parse_experiment, plan_entries
-
         exp = parse_experiment(exp_data, source)
         entries = plan_entries(exp)
     except (SpecbenchError, ImportError, ValueError, KeyError):
@@ -277,7 +277,6 @@ def _experiment_infos(
 def _validator_verdict(payload: Payload, path: Path) -> str:
     """The offline validator's verdict in a few words: ``check_payload`` on the payload already
     read (what ``check_payload_file`` does after parsing, without parsing the file again)."""
-    from bench.schema import check_payload
 
     problems = check_payload(payload, str(path))
     errors = [p for p in problems if p.severity == "error"]
@@ -373,8 +372,6 @@ def load_artifacts(artifacts_dir: Path) -> RunSet:
         "temperature": wl.temperature,
         "ignore_eos": wl.ignore_eos,
     }
-    from bench.report._machine import hardware_tables, provenance_tables
-    from bench.report._roofline import build_roofline
 
     drafts = {c.name: c.draft_model for c in configs}
     roof = build_roofline(d, exp_data, hw, tuple(runs), wl.prompt_tokens, wl.max_tokens, drafts)

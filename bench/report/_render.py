@@ -13,7 +13,12 @@ from pathlib import Path
 from typing import Any
 
 from bench.core import InputError, ensure_dir, write_text
+from bench.report._charts import ChartWorker, render_charts
+from bench.report._claims import single_request, speculative, sweeps
+from bench.report._context import build_context
+from bench.report._load import load_artifacts
 from bench.report._model import RunSet, RunView
+from bench.report._reference import is_reference_dir, reference_runset
 from bench.report._text import (
     engine_label,
     fmt,
@@ -30,11 +35,9 @@ TEMPLATE = "report.md.j2"
 
 def load_runset(path: Path) -> RunSet:
     """An artifacts folder or a reference folder, whichever ``path`` is."""
-    from bench.report._reference import is_reference_dir, reference_runset
 
     if is_reference_dir(path):
         return reference_runset(path)
-    from bench.report._load import load_artifacts
 
     return load_artifacts(path)
 
@@ -63,6 +66,7 @@ def and_join(items: Any) -> str:
 
 def _bytecode_cache() -> Any:
     """Compiled templates cached on disk (compiling the partials costs more than rendering)."""
+    # jinja2 loads only when a report is rendered, not on every CLI start
     import jinja2
 
     base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
@@ -76,6 +80,7 @@ def _bytecode_cache() -> Any:
 
 @functools.cache
 def _env() -> Any:
+    # jinja2 loads only when a report is rendered, not on every CLI start
     import jinja2
 
     env = jinja2.Environment(
@@ -104,7 +109,6 @@ def _env() -> Any:
 
 def render_markdown(rs: RunSet, charts: dict[str, Any], reference: RunSet | None = None) -> str:
     """The report text for ``rs`` (charts: role -> Chart, already drawn)."""
-    from bench.report._context import build_context
 
     ctx = build_context(rs, reference)
     ctx["charts"] = charts
@@ -118,8 +122,6 @@ def render_report(
     artifacts_dir: Path, out_dir: Path | None = None, reference_dir: Path | None = None
 ) -> Path:
     """Render REPORT.md and its charts into ``out_dir`` (default: ``artifacts_dir/report``)."""
-    from bench.report._charts import ChartWorker, render_charts
-    from bench.report._claims import single_request, speculative, sweeps
 
     # Started first: its matplotlib import overlaps the loading below (see report_charts).
     worker = ChartWorker()

@@ -216,7 +216,7 @@ def _boom(*args: object, **kwargs: object) -> None:
 def test_internal_error_is_one_line(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    monkeypatch.setattr("bench.machine.ceiling", _boom)
+    monkeypatch.setattr("bench.commands.hardware.ceiling", _boom)
     monkeypatch.delenv("SPECBENCH_DEBUG", raising=False)
     with pytest.raises(SystemExit) as exc:
         main(["roofline", "--weights-gb", "1", "--bandwidth-gbs", "1"])
