@@ -11,10 +11,12 @@ from pathlib import Path
 from typing import Any
 
 from bench.core import sha256_file, summarize
+from bench.engines import load_experiment
 from bench.schema import (
     AcceptanceDelta,
     EngineFlags,
     Evidence,
+    Experiment,
     Figures,
     GpuEntry,
     Hardware,
@@ -23,6 +25,7 @@ from bench.schema import (
     Payload,
     RequestRecord,
     RunInfo,
+    RunLock,
     SampleStats,
     Validity,
     ValidityReason,
@@ -226,31 +229,50 @@ def seed_matrix(simulated: bool = True, sweep: bool = True) -> list[Spec]:
     return specs
 
 
-def lock_for(specs: list[Spec]) -> dict[str, Any]:
-    names: dict[str, dict[str, Any]] = {}
+def _seed_experiment() -> Experiment:
+    return load_experiment("bench/experiments/qwen38-27b-gptq-2x3090.yaml")
+
+
+def _lock(exp: Experiment) -> str:
+    lock = RunLock(
+        run_id="test",
+        created_at="2026-12-03T00:00:00+00:00",
+        simulated=True,
+        launcher="process",
+        experiment=exp,
+    )
+    return lock.model_dump_json(by_alias=True)
+
+
+def lock_for(specs: list[Spec]) -> str:
+    """The lock of a matrix that ran exactly these specs: the seed experiment cut to their
+    configurations and concurrency levels, with the SGLang DFlash admission cap at the five
+    live requests the seed's Mamba cache admitted."""
+    exp = _seed_experiment()
+    levels: dict[str, list[int]] = {}
     for s in specs:
-        c = names.setdefault(
-            s.config, {"name": s.config, "engine": s.engine, "method": s.method, "concurrency": []}
-        )
-        c["concurrency"] = sorted({*c["concurrency"], s.concurrency})
-        if s.config == "sglang-dflash":
-            c["server_flags"] = ["--max-running-requests", "5"]
-    return {"title": "Synthetic matrix", "configurations": list(names.values())}
+        levels[s.config] = sorted({*levels.get(s.config, []), s.concurrency})
+    configs = []
+    for cfg in exp.configurations:
+        if cfg.name not in levels:
+            continue
+        args = list(cfg.args)
+        if cfg.name == "sglang-dflash":
+            args[args.index("--max-running-requests") + 1] = "5"
+        configs.append(cfg.model_copy(update={"concurrency": levels[cfg.name], "args": args}))
+    return _lock(exp.model_copy(update={"configurations": configs}))
 
 
-def experiment_lock() -> dict[str, Any]:
-    """The lock the matrix writes for the seed experiment (the experiment model, unchanged)."""
-    from bench.engines import load_experiment
-
-    exp = load_experiment("bench/experiments/qwen38-27b-gptq-2x3090.yaml")
-    return {"schema": "specbench.lock/1", "simulated": True, "experiment": exp.lock_dict()}
+def experiment_lock() -> str:
+    """The lock the matrix writes for the whole seed experiment."""
+    return _lock(_seed_experiment())
 
 
 def write_artifacts(
     root: Path,
     specs: list[Spec],
     logs: dict[str, str] | None = None,
-    lock: dict[str, Any] | None = None,
+    lock: str | None = None,
     stems: dict[int, str] | None = None,
 ) -> Path:
     """An artifacts folder as the matrix writes it (payloads, logs, lock, hardware, sums)."""
@@ -261,7 +283,7 @@ def write_artifacts(
         write_payload(root / "payloads" / f"{stem}.json", payload(s))
     for name, text in (logs or {}).items():
         (root / "logs" / f"{name}.log").write_text(text, encoding="utf-8")
-    (root / "experiment.lock.json").write_text(json.dumps(lock or lock_for(specs)))
+    (root / "experiment.lock.json").write_text(lock or lock_for(specs))
     (root / "hardware.json").write_text(HARDWARE.model_dump_json())
     (root / "provenance.json").write_text(json.dumps({"git": {"sha": "abc123"}}))
     lines = [

@@ -25,7 +25,7 @@ from typing import Final, Literal
 from pydantic import Field
 
 from bench.core import StrictModel
-from bench.schema import Hardware
+from bench.schema import CheckpointBytes, Hardware
 
 ABOVE_CEILING_FACTOR: Final = 1.15
 BandwidthSource = Literal["measured", "datasheet", "derived", "given"]
@@ -143,21 +143,6 @@ def card_bandwidth(
     if all(d is not None for d in derived):
         return min(d for d in derived if d is not None), "derived"
     return None
-
-
-class CheckpointBytes(StrictModel):
-    """Byte counts read from a checkpoint's safetensors headers (no tensor data is loaded)."""
-
-    path: str
-    files: int
-    fileBytes: int = Field(description="all weight files, as weight_bytes_from_files")
-    decodeWeightBytes: int = Field(
-        description="tensors a target decode step reads: all but the embedding table (only C "
-        "rows are read), the vision encoder and the MTP head"
-    )
-    mtpHeadBytes: int = Field(description="tensors under mtp.* (0 when the checkpoint has none)")
-    embeddingBytes: int
-    visionBytes: int
 
 
 def _tensor_class(name: str) -> str:

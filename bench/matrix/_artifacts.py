@@ -2,28 +2,36 @@
 
 Layout (DIR = --out)::
 
-    experiment.lock.json      the resolved experiment (+ run id, options, simulated flag)
-    hardware.json             bench.hardware_schema.Hardware
-    provenance.json           versions, digests, git SHA (bench.machine provenance)
+    experiment.lock.json      RunLock: the experiment as run (+ run id, overrides, simulated flag)
+    hardware.json             Hardware
+    provenance.json           Provenance: versions, digests, git SHA
+    weights.json              WeightsFile: checkpoint byte counts (real runs with the models)
+    status.json               RunStatus: what happened to each configuration
     payloads/<config>-c<k>.json
     logs/<config>.log         the server's full log, token scrubbed
-    records/                  optional raw records
     SHA256SUMS                sha256 of every file above, ``sha256sum -c`` format
 
-Every file is written atomically (bench.atomic), so an interrupted run leaves whole files only.
+Every model named above is in bench.schema. Every file is written atomically (bench.core), so an
+interrupted run leaves whole files only.
 """
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+
+from pydantic import BaseModel
 
 from bench.core import InputError, sha256_file, write_text
-from bench.schema import Payload, read_payload, write_payload
+from bench.schema import (
+    LOCK_FILE,
+    STATUS_FILE,
+    WEIGHTS_FILE,
+    Payload,
+    read_payload,
+    write_payload,
+)
 
-LOCK = "experiment.lock.json"
 HARDWARE = "hardware.json"
 PROVENANCE = "provenance.json"
 SUMS = "SHA256SUMS"
@@ -35,7 +43,15 @@ class Artifacts:
 
     @property
     def lock(self) -> Path:
-        return self.root / LOCK
+        return self.root / LOCK_FILE
+
+    @property
+    def status(self) -> Path:
+        return self.root / STATUS_FILE
+
+    @property
+    def weights(self) -> Path:
+        return self.root / WEIGHTS_FILE
 
     @property
     def hardware(self) -> Path:
@@ -55,8 +71,9 @@ class Artifacts:
     def log(self, config: str) -> Path:
         return self.root / "logs" / f"{config}.log"
 
-    def write_json(self, path: Path, data: Any) -> None:
-        write_text(path, json.dumps(data, indent=2, sort_keys=False) + "\n")
+    def write_model(self, path: Path, model: BaseModel) -> None:
+        """One artifact file from its schema model (aliases as in the schema: ``schema``)."""
+        write_text(path, model.model_dump_json(indent=2, by_alias=True) + "\n")
 
     def write_payload(self, config: str, concurrency: int, payload: Payload) -> Path:
         path = self.payload(config, concurrency)

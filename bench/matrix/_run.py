@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
-import json
 import secrets
 import shlex
 import signal
@@ -30,12 +29,14 @@ from bench.core import (
     SpecbenchError,
     StrictModel,
     ensure_dir,
+    read_json_model,
     utc_now,
     write_text,
 )
 from bench.engines import DEFAULT_MODEL_CACHE, ContainerSpec, get_engine
 from bench.machine import (
     ImageRef,
+    Provenance,
     SamplerStart,
     capture_hardware,
     capture_provenance,
@@ -53,7 +54,19 @@ from bench.matrix._launch import (
     wait_ready,
 )
 from bench.measure import RunSpec, judge, measure, scan_log
-from bench.schema import Configuration, Experiment, Hardware, IterationRecord, Payload
+from bench.schema import (
+    Configuration,
+    ConfigurationStatus,
+    Experiment,
+    Hardware,
+    IterationRecord,
+    ModelBytes,
+    Payload,
+    RunLock,
+    RunOverrides,
+    RunStatus,
+    WeightsFile,
+)
 
 if TYPE_CHECKING:
     from bench.machine import SamplerStart
@@ -61,10 +74,6 @@ if TYPE_CHECKING:
 # Starts one telemetry sampler for a configuration (or says why there is none).
 TelemetryFactory = Callable[[], "SamplerStart"]
 EMULATED_NO_TELEMETRY = "emulated run: no GPU does the work, so no GPU telemetry is recorded"
-
-LOCK_SCHEMA = "specbench.lock/1"
-WEIGHTS_FILE = "weights.json"
-WEIGHTS_SCHEMA = "specbench.weights/1"
 
 
 class MatrixOptions(StrictModel):
@@ -189,7 +198,7 @@ def _host_hardware() -> Hardware:
 
 def _run_provenance(
     exp: Experiment, opts: MatrixOptions, hw: Hardware, experiment_path: Path | None
-) -> dict[str, Any]:
+) -> Provenance:
     """Provenance (bench.machine provenance): versions, git SHA, images as pinned here."""
 
     images = [
@@ -209,10 +218,9 @@ def _run_provenance(
         probe_docker=opts.launcher == "docker",
         probe_toolkit=not opts.emulated,
     )
-    data: dict[str, Any] = rec.model_dump(mode="json")
     if opts.emulated:
-        data["notes"] = [SIMULATED_BANNER, *data.get("notes", [])]
-    return data
+        rec = rec.model_copy(update={"notes": [SIMULATED_BANNER, *rec.notes]})
+    return rec
 
 
 _interrupted = threading.Event()
@@ -244,24 +252,18 @@ def _sigterm_as_interrupt() -> Iterator[None]:
         signal.signal(signal.SIGINT, old_int)
 
 
-def _lock(exp: Experiment, opts: MatrixOptions, run_id: str) -> dict[str, Any]:
-    overrides: dict[str, float] = {}
-    if opts.warmup is not None:
-        overrides["warmup"] = opts.warmup
-    if opts.iterations is not None:
-        overrides["iterations"] = opts.iterations
-    if opts.time_scale is not None:
-        overrides["time_scale"] = opts.time_scale
-    return {
-        "schema": LOCK_SCHEMA,
-        "run_id": run_id,
-        "created_at": utc_now(),
-        "simulated": opts.emulated,
-        "launcher": opts.launcher,
-        "overrides": overrides,
-        "unresolved_pins": exp.unresolved_pins(),
-        "experiment": exp.lock_dict(),
-    }
+def _lock(exp: Experiment, opts: MatrixOptions, run_id: str) -> RunLock:
+    return RunLock(
+        run_id=run_id,
+        created_at=utc_now(),
+        simulated=opts.emulated,
+        launcher=opts.launcher,
+        overrides=RunOverrides(
+            warmup=opts.warmup, iterations=opts.iterations, time_scale=opts.time_scale
+        ),
+        unresolved_pins=exp.unresolved_pins(),
+        experiment=exp,
+    )
 
 
 # -- the run --------------------------------------------------------------------------------
@@ -295,30 +297,29 @@ def run_matrix(
     run_id = opts.run_id or new_run_id()
 
     if arts.lock.exists():
-        old = json.loads(arts.lock.read_text())
+        old = read_json_model(arts.lock, RunLock)
         if not opts.resume:
             raise InputError(
                 "--out", f"{opts.out} already holds a run; pass --resume or a new --out"
             )
-        if old.get("experiment") != exp.lock_dict() or old.get("simulated") != opts.emulated:
+        if old.experiment.lock_dict() != exp.lock_dict() or old.simulated != opts.emulated:
             raise InputError(
                 "--resume", "the experiment (or emulate mode) differs from the one in the lock"
             )
-        run_id = str(old.get("run_id", run_id))
+        run_id = old.run_id
     else:
-        arts.write_json(arts.lock, _lock(exp, opts, run_id))
+        arts.write_model(arts.lock, _lock(exp, opts, run_id))
     if not arts.hardware.exists():
         hw = hardware or _host_hardware()
-        arts.write_json(arts.hardware, hw.model_dump(mode="json"))
+        arts.write_model(arts.hardware, hw)
     hw = Hardware.model_validate_json(arts.hardware.read_text())
     if not arts.provenance.exists():
-        arts.write_json(arts.provenance, _run_provenance(exp, opts, hw, experiment_path))
+        arts.write_model(arts.provenance, _run_provenance(exp, opts, hw, experiment_path))
 
-    weights = opts.out / WEIGHTS_FILE
-    if not opts.emulated and not weights.exists():
+    if not opts.emulated and not arts.weights.exists():
         measured = checkpoint_bytes(exp, Path(opts.model_cache))
         if measured:
-            arts.write_json(weights, measured)
+            arts.write_model(arts.weights, measured)
     if launcher is None:
         launcher = ProcessLauncher() if opts.launcher == "process" else DockerLauncher()
     if telemetry is None:
@@ -373,23 +374,20 @@ def run_matrix(
                     if outcome.status == "failed" and left > 0:
                         progress.advance(left)
     finally:
-        arts.write_json(opts.out / "status.json", _status(run_id, outcomes, opts.emulated))
+        arts.write_model(arts.status, _status(run_id, outcomes, opts.emulated))
         arts.write_sums()
     return MatrixResult(opts.out, run_id, outcomes)
 
 
-def checkpoint_bytes(exp: Experiment, model_cache: Path) -> dict[str, Any] | None:
+def checkpoint_bytes(exp: Experiment, model_cache: Path) -> WeightsFile | None:
     """weights.json: each downloaded model's byte counts from its safetensors headers (the
     roofline prefers them to the experiment's hand-written estimates); None when none exists."""
-
-    models: dict[str, Any] = {}
+    models: dict[str, ModelBytes] = {}
     for key, pin in exp.models.items():
         found = decode_bytes_from_checkpoint(model_cache / pin.dirname)
         if found is not None:
-            models[key] = {"hf_id": pin.hf_id, **found.model_dump(mode="json")}
-    if not models:
-        return None
-    return {"schema": WEIGHTS_SCHEMA, "created_at": utc_now(), "models": models}
+            models[key] = ModelBytes(hf_id=pin.hf_id, **found.model_dump())
+    return WeightsFile(created_at=utc_now(), models=models) if models else None
 
 
 def _default_telemetry(emulated: bool) -> TelemetryFactory:
@@ -399,23 +397,23 @@ def _default_telemetry(emulated: bool) -> TelemetryFactory:
     return open_sampler
 
 
-def _status(run_id: str, outcomes: list[Outcome], simulated: bool) -> dict[str, Any]:
-    return {
-        "run_id": run_id,
-        "simulated": simulated,
-        "notes": [SIMULATED_BANNER] if simulated else [],
-        "written_at": utc_now(),
-        "configurations": {
-            o.name: {
-                "status": o.status,
-                "valid": o.valid,
-                "expected_invalid": o.expected_invalid,
-                "payloads": [p.name for p in o.payloads],
-                "reasons": o.reasons,
-            }
+def _status(run_id: str, outcomes: list[Outcome], simulated: bool) -> RunStatus:
+    return RunStatus(
+        run_id=run_id,
+        simulated=simulated,
+        notes=[SIMULATED_BANNER] if simulated else [],
+        written_at=utc_now(),
+        configurations={
+            o.name: ConfigurationStatus(
+                status=o.status,
+                valid=o.valid,
+                expected_invalid=o.expected_invalid,
+                payloads=[p.name for p in o.payloads],
+                reasons=o.reasons,
+            )
             for o in outcomes
         },
-    }
+    )
 
 
 def _container_spec(

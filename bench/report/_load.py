@@ -1,8 +1,8 @@
 """Read a matrix run's artifacts folder into the report's ``RunSet``.
 
-Payloads are the primary source (engine, method, figures, verdict). ``experiment.lock.json`` is
-read through a tolerant accessor for what payloads do not carry (server flags, deviations,
-concurrency levels, rationale) until the experiment model is available here.
+Payloads are the primary source (engine, method, figures, verdict). ``experiment.lock.json``
+(a ``RunLock``) gives what payloads do not carry: the configurations' flags, deviations,
+concurrency levels and the reproduction commands.
 """
 
 from __future__ import annotations
@@ -12,12 +12,20 @@ import re
 from pathlib import Path
 from typing import Any
 
-from bench.core import InputError, SpecbenchError, Summary, sha256_file
-from bench.engines import parse_experiment, plan_entries
+from bench.core import InputError, Summary, read_json_model, sha256_file
+from bench.engines import plan_entries
 from bench.report._machine import hardware_tables, provenance_tables, telemetry_view
 from bench.report._model import CommandBlock, ConfigInfo, Figure, FileEntry, Reason, RunSet, RunView
 from bench.report._roofline import build_roofline
-from bench.schema import Hardware, Payload, check_payload, read_payload
+from bench.schema import (
+    LOCK_FILE,
+    Experiment,
+    Hardware,
+    Payload,
+    RunLock,
+    check_payload,
+    read_payload,
+)
 
 _STEM = re.compile(r"^(?P<config>.+)-c(?P<c>\d+)(?:\.(?P<attempt>[A-Za-z0-9_-]+))?$")
 _LOG_HINT = re.compile(r"(?i)\b(error|warn(ing)?|skip(ping|ped)?|not found|traceback|fail(ed)?)\b")
@@ -107,91 +115,6 @@ def run_view(p: Payload, stem: str, log_lines: dict[str, list[str]] | None = Non
     )
 
 
-# --- experiment.lock.json (tolerant) ----------------------------------------------------------
-
-
-def _first(d: dict[str, Any], *keys: str) -> Any:
-    for k in keys:
-        cur: Any = d
-        for part in k.split("."):
-            cur = cur.get(part) if isinstance(cur, dict) else None
-        if cur is not None:
-            return cur
-    return None
-
-
-def _flags(value: Any) -> tuple[str, ...]:
-    if isinstance(value, list):
-        return tuple(str(v) for v in value)
-    if isinstance(value, dict):
-        out: list[str] = []
-        for k, v in value.items():
-            flag = k if k.startswith("-") else f"--{k}"
-            if v is True:
-                out.append(flag)
-            elif v not in (None, False):
-                out += [flag, v if isinstance(v, str) else json.dumps(v)]
-        return tuple(out)
-    return ()
-
-
-def config_infos(lock: dict[str, Any]) -> tuple[ConfigInfo, ...]:
-    """Configurations from the lock, whatever its exact shape (list or mapping by name)."""
-    raw = lock.get("configurations") or lock.get("configs") or []
-    items = (
-        [{"name": k, **v} for k, v in raw.items() if isinstance(v, dict)]
-        if isinstance(raw, dict)
-        else [c for c in raw if isinstance(c, dict)]
-    )
-    out: list[ConfigInfo] = []
-    for c in items:
-        name = _first(c, "name", "id")
-        if not name:
-            continue
-        conc = _first(c, "concurrency", "concurrency_levels", "workload.concurrency")
-        levels = conc if isinstance(conc, list) else [conc] if isinstance(conc, int) else []
-        tokens = _first(
-            c,
-            "spec_tokens",
-            "spec_num_tokens",
-            "num_speculative_tokens",
-            "speculative.num_tokens",
-            "spec.num_tokens",
-            "speculative.tokens",
-        )
-        cap = _first(c, "admission_cap")
-        devs = _first(c, "deviations") or []
-        notes = _first(c, "notes") or []
-        out.append(
-            ConfigInfo(
-                name=str(name),
-                engine=_first(c, "engine"),
-                method=(
-                    str(
-                        _first(c, "method", "spec_method", "speculative.method", "spec.method")
-                        or ""
-                    )
-                    or None
-                ),
-                spec_tokens=int(tokens) if isinstance(tokens, int) else None,
-                draft_model=_first(
-                    c,
-                    "draft_model",
-                    "spec_draft_model",
-                    "speculative.draft_model",
-                    "spec.draft_model",
-                ),
-                flags=_flags(_first(c, "server_flags", "flags", "extra_args", "server_args")),
-                deviations=tuple(d for d in devs if isinstance(d, dict)),
-                concurrency=tuple(int(x) for x in levels if isinstance(x, int)),
-                admission_cap=int(cap) if isinstance(cap, int) else None,
-                rationale=_first(c, "rationale", "spec_tokens_rationale", "description"),
-                notes=tuple(str(n) for n in notes) if isinstance(notes, list) else (str(notes),),
-            )
-        )
-    return tuple(out)
-
-
 def _read_json(path: Path) -> dict[str, Any] | None:
     if not path.is_file():
         return None
@@ -239,16 +162,11 @@ def _sums(path: Path) -> dict[str, str]:
 
 
 def _experiment_infos(
-    exp_data: dict[str, Any], source: str
-) -> tuple[tuple[ConfigInfo, ...], tuple[CommandBlock, ...], str, str | None] | None:
-    """Configurations and reproduction commands through bench.engines (experiment, plan
-    entries: the same code as ``specbench plan``); None when the lock does not parse as an
-    Experiment."""
-    try:
-        exp = parse_experiment(exp_data, source)
-        entries = plan_entries(exp)
-    except (SpecbenchError, ImportError, ValueError, KeyError):
-        return None
+    exp: Experiment,
+) -> tuple[tuple[ConfigInfo, ...], tuple[CommandBlock, ...], str, str]:
+    """Configurations and reproduction commands of the locked experiment through
+    bench.engines.plan_entries (the same code as ``specbench plan``)."""
+    entries = plan_entries(exp)
     infos = []
     for cfg in exp.configurations:
         draft = exp.draft_for(cfg)
@@ -318,11 +236,10 @@ def load_artifacts(artifacts_dir: Path) -> RunSet:
             verdicts[rel] += "; SIMULATED"
     if not runs:
         raise InputError(str(pdir), "no payload passed validation")
-    lock = _read_json(d / "experiment.lock.json") or {}
-    exp_data = lock.get("experiment") if isinstance(lock.get("experiment"), dict) else lock
-    assert isinstance(exp_data, dict)
-    from_plan = _experiment_infos(exp_data, str(d / "experiment.lock.json")) if lock else None
-    configs = from_plan[0] if from_plan else config_infos(exp_data)
+    lock = _read_lock(d)
+    exp = lock.experiment if lock is not None else None
+    from_plan = _experiment_infos(exp) if exp is not None else None
+    configs = from_plan[0] if from_plan else ()
     order = {c.name: i for i, c in enumerate(configs)}
     # The experiment's order, not the file names' (the seed lists vLLM DFlash first).
     runs.sort(
@@ -374,11 +291,9 @@ def load_artifacts(artifacts_dir: Path) -> RunSet:
     }
 
     drafts = {c.name: c.draft_model for c in configs}
-    roof = build_roofline(d, exp_data, hw, tuple(runs), wl.prompt_tokens, wl.max_tokens, drafts)
+    roof = build_roofline(d, exp, hw, tuple(runs), wl.prompt_tokens, wl.max_tokens, drafts)
     tables = [*hardware_tables(hw), *(provenance_tables(prov) if prov else [])]
-    title = (from_plan[3] if from_plan else None) or str(
-        exp_data.get("title") or exp_data.get("name") or f"Speculative decoding on {first.hfId}"
-    )
+    title = from_plan[3] if from_plan else f"Speculative decoding on {first.hfId}"
     return RunSet(
         source_kind="artifacts",
         source=str(d),
@@ -401,7 +316,13 @@ def load_artifacts(artifacts_dir: Path) -> RunSet:
     )
 
 
-def _time_scale(lock: dict[str, Any]) -> float | None:
-    overrides = lock.get("overrides")
-    value = overrides.get("time_scale") if isinstance(overrides, dict) else None
-    return float(value) if isinstance(value, int | float) and value > 0 else None
+def _read_lock(d: Path) -> RunLock | None:
+    """experiment.lock.json as the matrix wrote it; None for a folder without one (payloads
+    from ``specbench run``). A lock that does not validate stops the report (exit 2)."""
+    path = d / LOCK_FILE
+    return read_json_model(path, RunLock) if path.is_file() else None
+
+
+def _time_scale(lock: RunLock | None) -> float | None:
+    value = lock.overrides.time_scale if lock is not None else None
+    return value if value is not None and value > 0 else None

@@ -14,9 +14,10 @@ import json
 from pathlib import Path
 from typing import Any
 
+from bench.core import read_json_model
 from bench.machine import card_bandwidth, ceiling, efficiency, mean_decode_context
 from bench.report._model import ByteSource, RooflineRow, RooflineSection, RunView
-from bench.schema import Hardware
+from bench.schema import WEIGHTS_FILE, ByteEstimate, Experiment, Hardware, WeightsFile
 
 
 def _read(path: Path) -> dict[str, Any] | None:
@@ -25,10 +26,6 @@ def _read(path: Path) -> dict[str, Any] | None:
     except (OSError, ValueError):
         return None
     return data if isinstance(data, dict) else None
-
-
-def _dict(value: Any) -> dict[str, Any]:
-    return value if isinstance(value, dict) else {}
 
 
 def measured_bandwidth(artifacts_dir: Path) -> float | None:
@@ -42,25 +39,28 @@ def measured_bandwidth(artifacts_dir: Path) -> float | None:
 
 
 def _bytes(
-    model: dict[str, Any] | None, measured: dict[str, Any] | None, field: str, measured_field: str
+    estimate: ByteEstimate | None, measured: int | None, field: str, measured_from: str | None
 ) -> ByteSource | None:
-    if measured and isinstance(measured.get(measured_field), int) and measured[measured_field] > 0:
+    if measured is not None and measured > 0:
         return ByteSource(
             what=field,
-            value=int(measured[measured_field]),
-            source=f"measured from the safetensors headers in {measured.get('path')}",
+            value=measured,
+            source=f"measured from the safetensors headers in {measured_from}",
         )
-    est = (model or {}).get(field)
-    if isinstance(est, dict) and isinstance(est.get("estimate"), int):
-        return ByteSource(
-            what=field, value=int(est["estimate"]), source=str(est.get("derivation") or "")
-        )
+    if estimate is not None:
+        return ByteSource(what=field, value=estimate.estimate, source=estimate.derivation)
     return None
+
+
+def _weights(artifacts_dir: Path) -> WeightsFile | None:
+    """weights.json as the matrix wrote it; None when the run has none."""
+    path = artifacts_dir / WEIGHTS_FILE
+    return read_json_model(path, WeightsFile) if path.is_file() else None
 
 
 def build_roofline(
     artifacts_dir: Path,
-    exp: dict[str, Any],
+    exp: Experiment | None,
     hw: Hardware,
     runs: tuple[RunView, ...],
     prompt_tokens: int | None,
@@ -72,28 +72,44 @@ def build_roofline(
     bw = card_bandwidth(hw, measured_bandwidth(artifacts_dir))
     if bw is None:
         missing.append("memory bandwidth (no bandwidth.json and no datasheet figure for the GPU)")
-    tp = exp.get("tensor_parallel")
-    cards = int(tp) if isinstance(tp, int) and tp > 0 else (hw.gpuCount or None)
+    cards = exp.tensor_parallel if exp is not None else (hw.gpuCount or None)
     if cards is None:
         missing.append("number of cards")
-    models = _dict(exp.get("models"))
-    wmodels = _dict((_read(artifacts_dir / "weights.json") or {}).get("models"))
-    target_key = str(exp.get("target_model") or "target")
-    target = models.get(target_key)
-    tw = _bytes(target, wmodels.get(target_key), "weight_bytes", "decodeWeightBytes")
-    mtp = _bytes(target, wmodels.get(target_key), "mtp_head_bytes", "mtpHeadBytes")
-    kv = _bytes(target, None, "kv_bytes_per_token", "")
+    weights = _weights(artifacts_dir)
+    measured = weights.models if weights else {}
+    target_key = exp.target_model if exp is not None else "target"
+    target = exp.models.get(target_key) if exp is not None else None
+    tm = measured.get(target_key)
+    tw = _bytes(
+        target.weight_bytes if target else None,
+        tm.decodeWeightBytes if tm else None,
+        "weight_bytes",
+        tm.path if tm else None,
+    )
+    mtp = _bytes(
+        target.mtp_head_bytes if target else None,
+        tm.mtpHeadBytes if tm else None,
+        "mtp_head_bytes",
+        tm.path if tm else None,
+    )
+    kv = _bytes(target.kv_bytes_per_token if target else None, None, "kv_bytes_per_token", None)
     if tw is None:
         missing.append("target weight bytes (no weights.json, no weight_bytes in the experiment)")
     if kv is None:
         missing.append("KV bytes per token: KV reads are not counted (ceiling is higher)")
     drafts: dict[str, ByteSource] = {}
-    for key, m in models.items():
-        if key == target_key or not isinstance(m, dict):
+    for key, m in (exp.models if exp is not None else {}).items():
+        if key == target_key:
             continue
-        b = _bytes(m, wmodels.get(key), "weight_bytes", "decodeWeightBytes")
+        dm = measured.get(key)
+        b = _bytes(
+            m.weight_bytes,
+            dm.decodeWeightBytes if dm else None,
+            "weight_bytes",
+            dm.path if dm else None,
+        )
         if b is not None:
-            drafts[str(m.get("hf_id"))] = b.model_copy(update={"what": f"{key} weight_bytes"})
+            drafts[m.hf_id] = b.model_copy(update={"what": f"{key} weight_bytes"})
     inputs = [
         b.model_copy(update={"what": f"{target_key} {b.what}"})
         for b in (tw, mtp, kv)

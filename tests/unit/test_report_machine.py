@@ -18,7 +18,9 @@ from bench.schema import (
     GpuWindowStats,
     Hardware,
     HardwareExtended,
+    ModelBytes,
     TelemetrySummary,
+    WeightsFile,
     read_payload,
     write_payload,
 )
@@ -83,7 +85,7 @@ def test_roofline_uses_datasheet_and_estimates_and_matches_the_formula(
     roof = rs.roofline
     assert roof is not None and roof.bandwidth_source == "datasheet"
     assert roof.bandwidth_gbs == 936.0 and roof.cards == 2
-    exp = experiment_lock()["experiment"]
+    exp = json.loads(experiment_lock())["experiment"]
     target = exp.get("models", {}).get("target", {})
     w = target["weight_bytes"]["estimate"]
     kv = target["kv_bytes_per_token"]["estimate"]
@@ -127,8 +129,11 @@ def test_measured_bandwidth_and_checkpoint_bytes_win_and_above_ceiling_is_flagge
     assert found is not None
     assert (found.decodeWeightBytes, found.mtpHeadBytes) == (1500, 40)
     assert (found.embeddingBytes, found.visionBytes) == (700, 300)
-    weights = {"models": {"target": found.model_dump(mode="json")}}
-    (art / "weights.json").write_text(json.dumps(weights))
+    weights = WeightsFile(
+        created_at="2026-12-03T00:00:00+00:00",
+        models={"target": ModelBytes(hf_id="t/t", **found.model_dump())},
+    )
+    (art / "weights.json").write_text(weights.model_dump_json(by_alias=True))
     roof = load_artifacts(art).roofline
     assert roof is not None and roof.bandwidth_source == "measured"
     assert roof.bandwidth_gbs == 850.0  # the slower card
