@@ -1,0 +1,101 @@
+"""The SGLang unit suite for the patched code path, run against the pinned release with and
+without our patch (see upstream_suite.py for what is selected and why).
+
+Writes the record to ``$SPECBENCH_SGLANG_SUITE_RECORD`` (default
+``<upstream cache>/records/sglang-suite.json``) for the image provenance and the report."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from conftest import PATCHES
+from upstream_suite import (
+    RECORD_NAME,
+    SuiteRecord,
+    build_tree,
+    differing,
+    run_suite,
+    select_upstream_tests,
+)
+
+from bench.atomic import write_text
+from bench.upstream import UpstreamSource, cache_dir, patches_sha256
+
+RECORD_ENV = "SPECBENCH_SGLANG_SUITE_RECORD"
+MIN_PROBES = 5  # probes in sglang_suite/; fewer collected means a probe silently vanished
+
+
+def record_path() -> Path:
+    env = os.environ.get(RECORD_ENV, "").strip()
+    return Path(env) if env else cache_dir() / "records" / RECORD_NAME
+
+
+@pytest.fixture(scope="module")
+def record(
+    upstream: dict[str, UpstreamSource], tmp_path_factory: pytest.TempPathFactory
+) -> SuiteRecord:
+    src = upstream["sglang"]
+    selection = select_upstream_tests(src.root, PATCHES, src.wheel, src.wheel_sha256)
+    work = tmp_path_factory.mktemp("sglang-suite")
+    runs = {
+        kind: run_suite(
+            build_tree(src.root, work / kind, PATCHES if kind == "patched" else []),
+            kind,
+            selection.cpu_runnable,
+            work / f"{kind}-run",
+        )
+        for kind in ("patched", "pristine")
+    }
+    result = SuiteRecord(
+        upstream_version=src.package.version,
+        patches=[p.name for p in PATCHES],
+        patch_sha256=patches_sha256(),
+        selection=selection,
+        patched=runs["patched"],
+        pristine=runs["pristine"],
+        differs_without_patch=differing(runs["patched"], runs["pristine"]),
+    )
+    write_text(record_path(), result.model_dump_json(indent=1) + "\n")
+    return result
+
+
+def test_every_selected_upstream_test_is_run_or_listed_as_needing_a_gpu(
+    record: SuiteRecord,
+) -> None:
+    sel = record.selection
+    assert sel.scanned_test_files > 0, "no test files found in the pinned wheel"
+    assert "sglang.srt.configs.model_config" in sel.code_path_modules
+    gpu = {g.file for g in sel.needs_gpu}
+    assert sorted(gpu | set(sel.cpu_runnable)) == sel.selected
+    assert not gpu & set(sel.cpu_runnable)
+    assert all(g.reasons for g in sel.needs_gpu)
+    ran = {t.id.split("::")[0] for t in record.patched.tests if t.origin == "upstream"}
+    for rel in sel.cpu_runnable:  # each run file contributed at least one test
+        assert any(rel.removesuffix(".py").replace("/", ".") in r for r in ran), rel
+
+
+def test_patched_release_passes_the_whole_suite(record: SuiteRecord) -> None:
+    run = record.patched
+    bad = [(t.id, t.message) for t in run.tests if t.outcome in ("failed", "error")]
+    assert not bad, bad
+    assert run.failed == run.errors == 0 and run.returncode == 0
+    assert run.passed == len(run.tests) - run.skipped
+    assert sum(t.origin == "specbench" for t in run.tests) >= MIN_PROBES
+    assert all(t.outcome == "passed" for t in run.tests if t.origin == "specbench")
+
+
+def test_without_the_patch_exactly_the_patch_targets_change(record: SuiteRecord) -> None:
+    targets = {t.id for t in record.patched.tests if t.targets_patch}
+    assert targets, "no probe of the patched behaviour"
+    pristine = {t.id: t.outcome for t in record.pristine.tests}
+    assert all(pristine[i] == "failed" for i in targets), pristine
+    assert set(record.differs_without_patch) == targets
+    assert record.pristine.returncode != 0
+
+
+def test_record_is_written_and_reads_back(record: SuiteRecord) -> None:
+    text = record_path().read_text(encoding="utf-8")
+    assert SuiteRecord.model_validate_json(text) == record
+    assert record.patch_sha256 == patches_sha256()
