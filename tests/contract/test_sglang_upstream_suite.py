@@ -12,10 +12,14 @@ from pathlib import Path
 import pytest
 from conftest import PATCHES
 from upstream_suite import (
+    PROBES_IN_TREE,
     RECORD_NAME,
     SuiteRecord,
     build_tree,
+    declared_tests,
     differing,
+    find_sdist,
+    probe_files,
     run_suite,
     select_upstream_tests,
 )
@@ -24,7 +28,6 @@ from bench.atomic import write_text
 from bench.upstream import UpstreamSource, cache_dir, patches_sha256
 
 RECORD_ENV = "SPECBENCH_SGLANG_SUITE_RECORD"
-MIN_PROBES = 5  # probes in sglang_suite/; fewer collected means a probe silently vanished
 
 
 def record_path() -> Path:
@@ -37,8 +40,9 @@ def record(
     upstream: dict[str, UpstreamSource], tmp_path_factory: pytest.TempPathFactory
 ) -> SuiteRecord:
     src = upstream["sglang"]
-    selection = select_upstream_tests(src.root, PATCHES, src.wheel, src.wheel_sha256)
     work = tmp_path_factory.mktemp("sglang-suite")
+    sdist = find_sdist(src.package.name, src.package.version, work / "sdist")
+    selection = select_upstream_tests(src.root, PATCHES, src.wheel, src.wheel_sha256, sdist)
     runs = {
         kind: run_suite(
             build_tree(src.root, work / kind, PATCHES if kind == "patched" else []),
@@ -59,6 +63,12 @@ def record(
     )
     write_text(record_path(), result.model_dump_json(indent=1) + "\n")
     return result
+
+
+def test_the_release_has_no_sdist_to_scan(record: SuiteRecord) -> None:
+    """The selection scans the wheel only, because the index has no sdist for the release.
+    If one appears, its test files must be scanned too (upstream_suite.select_upstream_tests)."""
+    assert record.selection.sdist is None, f"{record.selection.sdist}: scan its tests too"
 
 
 def test_every_selected_upstream_test_is_run_or_listed_as_needing_a_gpu(
@@ -82,8 +92,12 @@ def test_patched_release_passes_the_whole_suite(record: SuiteRecord) -> None:
     assert not bad, bad
     assert run.failed == run.errors == 0 and run.returncode == 0
     assert run.passed == len(run.tests) - run.skipped
-    assert sum(t.origin == "specbench" for t in run.tests) >= MIN_PROBES
     assert all(t.outcome == "passed" for t in run.tests if t.origin == "specbench")
+    # Every probe function ran (a collection problem would drop it silently).
+    ran = {t.id.split("[")[0] for t in run.tests if t.origin == "specbench"}
+    for probe in probe_files():
+        for name in declared_tests(probe):
+            assert f"{PROBES_IN_TREE}.{probe.stem}::{name}" in ran, name
 
 
 def test_without_the_patch_exactly_the_patch_targets_change(record: SuiteRecord) -> None:

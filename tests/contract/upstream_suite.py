@@ -1,18 +1,21 @@
 """The SGLang unit suite for the code path our patch changes, run against the pinned release.
 
-What it runs comes from what pip can download (CI reaches PyPI only):
+Where upstream's tests are: upstream's unit tests for this path live in the GitHub tree
+(``test/registered/unit/configs/``, ``test/registered/unit/server_args/``), which is in no PyPI
+artifact: the 0.5.19 wheel ships only ``sglang/`` (its test files are GPU, storage and kernel
+tests), and sglang publishes no sdist for 0.5.19 (the record checks this with pip each run).
+CI reaches PyPI only, so the suite is what pip can download plus our own probes:
 
-* **Upstream tests found in the pinned wheel.** Every test file in the extracted wheel
+* **Upstream tests in the pinned wheel.** Every test file of the extracted wheel
   (``bench.upstream`` keeps all its ``.py`` files) is scanned; a file is *selected* when it
   imports a module our patches change or names one of CODE_PATH_NAMES (the draft quantization
-  fields and the two methods the patch changes). Importing ``server_args`` alone does not
+  fields and the ModelConfig methods on the path). Importing ``server_args`` alone does not
   select a file: many tests do, for unrelated settings. A selected file that uses CUDA (static
-  scan, reasons recorded) is listed as ``needs_gpu``; the others are run. sglang publishes no sdist for the
-  pinned release, and the wheel ships none of upstream's ``test/registered/unit`` tree.
-* **Our probes** (``sglang_suite/probe_*.py``): they import the engine's module by its real name
-  from the tree under test, so the same file is run against the patched and the pristine tree.
-  A probe that checks the patched behaviour says so with ``record_property("targets_patch",
-  True)``; it must pass on the patched tree and fail on the pristine one.
+  scan, reasons recorded) is listed as ``needs_gpu``; the others are run.
+* **Our probes** (``sglang_suite/probe_*.py``, copied into the tree): they import the engine's
+  modules by their real names from the tree under test, so the same files run against the
+  patched and the pristine tree. A probe of the patched behaviour says so with
+  ``record_property("targets_patch", True)``: it must pass patched and fail pristine.
 
 Each tree is run in its own ``pytest`` subprocess (junit XML, xunit1 so properties survive);
 the result is one :class:`SuiteRecord` (JSON) that the image provenance and the report read.
@@ -72,10 +75,11 @@ class GpuOnlyFile(StrictModel):
 
 
 class UpstreamSelection(StrictModel):
-    """Which upstream tests the pinned artifact holds for the patched code path."""
+    """Which upstream tests the pinned artifacts hold for the patched code path."""
 
     artifact: str  # the wheel's file name
     artifact_sha256: str
+    sdist: str | None  # the release's sdist file name on the index; None: there is none
     scanned_test_files: int
     code_path_modules: list[str]  # patched modules + the package's readers of the fields
     selected: list[str]
@@ -179,8 +183,31 @@ def gpu_reasons(path: Path) -> list[str]:
     return sorted(set(reasons), key=lambda r: int(r.split(":")[0].split()[1]))
 
 
+NO_DIST = "No matching distribution found"
+
+
+def find_sdist(name: str, version: str, dest: Path) -> str | None:
+    """The release's sdist file name if the index has one (pip downloads it into ``dest``),
+    None when pip says there is none; any other pip failure raises."""
+    cmd = [
+        sys.executable, "-m", "pip", "download", "--no-deps", "--disable-pip-version-check",
+        "--no-binary", ":all:", "--dest", str(dest), f"{name}=={version}",
+    ]  # fmt: skip
+    proc = subprocess.run(cmd, capture_output=True, text=True, check=False, timeout=300)
+    if proc.returncode != 0:
+        if NO_DIST in proc.stderr:
+            return None
+        raise RuntimeError(f"pip download --no-binary {name}=={version}: {proc.stderr[-500:]}")
+    hits = sorted(p.name for p in dest.glob(f"{name}-{version}.*"))
+    return hits[0] if hits else None
+
+
 def select_upstream_tests(
-    src_root: Path, patches: Iterable[Path], artifact: str, artifact_sha256: str
+    src_root: Path,
+    patches: Iterable[Path],
+    artifact: str,
+    artifact_sha256: str,
+    sdist: str | None,
 ) -> UpstreamSelection:
     patches = list(patches)
     modules = code_path_modules(src_root, patches)
@@ -202,6 +229,7 @@ def select_upstream_tests(
     return UpstreamSelection(
         artifact=artifact,
         artifact_sha256=artifact_sha256,
+        sdist=sdist,
         scanned_test_files=len(files),
         code_path_modules=modules,
         selected=selected,
@@ -229,7 +257,7 @@ def build_tree(src_root: Path, dest: Path, patches: list[Path]) -> Path:
         raise RuntimeError(f"patch failed: {proc.stdout}{proc.stderr}")
     probes = dest / PROBES_IN_TREE
     probes.mkdir()
-    for probe in probe_files():
+    for probe in PROBE_DIR.glob("*.py"):  # the probes and their support module
         shutil.copyfile(probe, probes / probe.name)
     return dest
 
@@ -272,11 +300,12 @@ def run_suite(tree: Path, kind: Tree, upstream: list[str], workdir: Path) -> Sui
     proc = subprocess.run(cmd, cwd=tree, env=env, capture_output=True, text=True, check=False)
     seconds = round(time.monotonic() - start, 2)
     if not junit.is_file():
-        raise RuntimeError(
-            f"pytest wrote no junit XML (rc {proc.returncode}): {proc.stdout[-2000:]}{proc.stderr[-2000:]}"
-        )
+        tail = (proc.stdout + proc.stderr)[-3000:]
+        raise RuntimeError(f"pytest wrote no junit XML (rc {proc.returncode}): {tail}")
     tests = parse_junit(junit)
-    count = {o: sum(t.outcome == o for t in tests) for o in ("passed", "failed", "error", "skipped")}
+    count = {
+        o: sum(t.outcome == o for t in tests) for o in ("passed", "failed", "error", "skipped")
+    }
     return SuiteRun(
         tree=kind, command=cmd, returncode=proc.returncode, seconds=seconds,
         passed=count["passed"], failed=count["failed"], errors=count["error"],

@@ -9,44 +9,24 @@ leave unchanged and pass on both."""
 
 from __future__ import annotations
 
-import importlib
-import os
-import types
 from collections.abc import Callable, Iterator
-from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
 import pytest
-from stubs import upstream_import_env
-from upstream_parsers import model_config_presets
+from probe_support import QWEN35, checkpoint_config, model_config_only
 
-MODULE = "sglang.srt.configs.model_config"
-GPTQ_4BIT = {"quant_method": "gptq", "bits": 4, "group_size": 32, "sym": True, "desc_act": False}
-QWEN35 = "Qwen3_5ForConditionalGeneration"
-# What serving_hook._handle_missing_default_values hands ModelConfig for the draft:
+# What serving_hook.handle_missing_default_values hands ModelConfig for the draft:
 # `--speculative-draft-model-quantization unquant` -> (None, explicit=True);
-# no flag and no --quantization -> (None, explicit=False).
+# no flag and no --quantization -> (None, explicit=False). probe_server_args_chain.py checks
+# this mapping through the real hook.
 UNQUANT = {"quantization": None, "explicit": True}
 NO_FLAG = {"quantization": None, "explicit": False}
 
 
-def _package(name: str, path: Path) -> types.ModuleType:
-    """A package bound to a tree folder without running its heavy __init__.py."""
-    pkg = types.ModuleType(name)
-    pkg.__path__ = [str(path)]
-    return pkg
-
-
 @pytest.fixture(scope="module")
 def model_config() -> Iterator[Any]:
-    root = Path(os.environ["SPECBENCH_UPSTREAM_TREE"])
-    presets = model_config_presets()
-    for name in ("sglang", "sglang.srt", "sglang.srt.configs"):
-        presets[name] = _package(name, root.joinpath(*name.split(".")))
-    with upstream_import_env(root, ("torch", "transformers"), presets):
-        module = importlib.import_module(MODULE)
-        assert str(module.__file__).startswith(str(root)), module.__file__
+    with model_config_only() as module:
         yield module
 
 
@@ -62,7 +42,7 @@ def resolve(
     cfg.is_draft_model = draft
     cfg.is_draft_quantization_explicit = explicit
     cfg.speculative_algorithm = "EAGLE"
-    cfg.hf_config = SimpleNamespace(architectures=[arch], quantization_config=dict(GPTQ_4BIT))
+    cfg.hf_config = checkpoint_config(arch)
     cfg.hf_text_config = SimpleNamespace()
     cfg._config_draft_model()
     cfg._verify_quantization()
