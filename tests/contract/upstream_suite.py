@@ -109,6 +109,17 @@ class SuiteRun(StrictModel):
     tests: list[SuiteTest]
 
 
+class SuiteCounts(StrictModel):
+    """The headline figures for provenance: the patched run plus what could not run here."""
+
+    passed: int
+    failed: int  # failures + errors
+    skipped: int
+    needs_gpu: int  # test functions in selected upstream files that need a GPU (not run)
+    upstream_passed: int  # of ``passed``, tests that came from the upstream artifact
+    specbench_passed: int  # of ``passed``, our probes
+
+
 class SuiteRecord(StrictModel):
     """The JSON record (``<upstream cache>/records/sglang-suite.json``)."""
 
@@ -117,6 +128,7 @@ class SuiteRecord(StrictModel):
     upstream_version: str
     patches: list[str]
     patch_sha256: str
+    summary: SuiteCounts
     selection: UpstreamSelection
     patched: SuiteRun
     pristine: SuiteRun
@@ -339,6 +351,20 @@ def parse_junit(path: Path) -> list[SuiteTest]:
             )
         )
     return tests
+
+
+def summarize(run: SuiteRun, selection: UpstreamSelection) -> SuiteCounts:
+    def passed(origin: str) -> int:
+        return sum(t.outcome == "passed" and t.origin == origin for t in run.tests)
+
+    return SuiteCounts(
+        passed=run.passed,
+        failed=run.failed + run.errors,
+        skipped=run.skipped,
+        needs_gpu=sum(max(1, len(g.tests)) for g in selection.needs_gpu),
+        upstream_passed=passed("upstream"),
+        specbench_passed=passed("specbench"),
+    )
 
 
 def differing(a: SuiteRun, b: SuiteRun) -> list[str]:
