@@ -7,6 +7,7 @@ Writes the record to ``$SPECBENCH_SGLANG_SUITE_RECORD`` (default
 from __future__ import annotations
 
 import os
+import platform
 import subprocess
 from pathlib import Path
 
@@ -15,6 +16,7 @@ from conftest import PATCHES, in_ci
 from upstream_suite import (
     PROBES_IN_TREE,
     RECORD_NAME,
+    REPO_ROOT,
     SuiteRecord,
     build_tree,
     declared_tests,
@@ -62,6 +64,9 @@ def record(
     }
     result = SuiteRecord(
         upstream_version=src.package.version,
+        reproduce=f"python -m pytest {Path(__file__).relative_to(REPO_ROOT)}",
+        python=platform.python_version(),
+        pytest=pytest.__version__,
         patches=[p.name for p in PATCHES],
         patch_sha256=patches_sha256(),
         summary=summarize(runs["patched"], selection),

@@ -126,6 +126,9 @@ class SuiteRecord(StrictModel):
     schema_version: Literal[1] = 1
     engine: Literal["sglang"] = "sglang"
     upstream_version: str
+    reproduce: str  # the command that runs the suite and writes this record (repo root)
+    python: str
+    pytest: str
     patches: list[str]
     patch_sha256: str
     summary: SuiteCounts

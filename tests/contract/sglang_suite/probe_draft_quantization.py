@@ -14,7 +14,7 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
-from probe_support import QWEN35, checkpoint_config, model_config_only
+from suite_support import QWEN35, checkpoint_config, model_config_only
 
 # What serving_hook.handle_missing_default_values hands ModelConfig for the draft:
 # `--speculative-draft-model-quantization unquant` -> (None, explicit=True);

@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-from probe_support import QWEN35_MTP, checkpoint_config, server_args_chain
+from suite_support import QWEN35_MTP, checkpoint_config, server_args_chain
 
 from bench.engines import get_engine
 from bench.experiment import load_experiment
