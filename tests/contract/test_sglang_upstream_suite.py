@@ -129,3 +129,41 @@ def test_record_is_written_and_reads_back(record: SuiteRecord) -> None:
     text = record_path().read_text(encoding="utf-8")
     assert SuiteRecord.model_validate_json(text) == record
     assert record.patch_sha256 == patches_sha256()
+
+
+# -- the runner itself, on a stand-in tree (the pinned wheel has no CPU-runnable upstream test
+# for this path, so the upstream branch of the runner is exercised here) ---------------------
+
+STAND_IN_TEST = """
+import torch  # not installed here: the plugin stubs it
+
+from sglang.srt.configs.answer import ANSWER
+
+
+def test_reads_the_tree():
+    assert ANSWER == 42
+
+
+def test_fails():
+    assert ANSWER == 0
+"""
+
+
+def test_runner_runs_upstream_files_from_the_tree_without_the_package_init(
+    tmp_path: Path,
+) -> None:
+    tree = tmp_path / "tree"
+    pkg = tree / "sglang" / "srt" / "configs"
+    pkg.mkdir(parents=True)
+    (tree / "sglang" / "__init__.py").write_text("raise ImportError('runtime init ran')\n")
+    (pkg / "answer.py").write_text("ANSWER = 42\n")
+    (pkg / "test_answer.py").write_text(STAND_IN_TEST)
+    rel = "sglang/srt/configs/test_answer.py"
+    run = run_suite(tree, "patched", [rel], tmp_path / "run", with_probes=False)
+    outcomes = {t.id.rsplit("::", 1)[1]: (t.origin, t.outcome) for t in run.tests}
+    assert outcomes == {
+        "test_reads_the_tree": ("upstream", "passed"),
+        "test_fails": ("upstream", "failed"),
+    }, run.tests
+    assert (run.passed, run.failed, run.returncode) == (1, 1, 1)
+    assert all(t.id.startswith("sglang.srt.configs.test_answer") for t in run.tests)

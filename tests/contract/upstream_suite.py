@@ -284,9 +284,11 @@ def probe_files() -> list[Path]:
     return sorted(PROBE_DIR.glob("probe_*.py"))
 
 
-def suite_command(tree: Path, upstream: list[str], junit: Path, ini: Path) -> list[str]:
+def suite_command(
+    tree: Path, upstream: list[str], junit: Path, ini: Path, with_probes: bool = True
+) -> list[str]:
     """pytest over ``tree`` (rootdir: test ids are relative to it, the same for both trees)."""
-    probes = [f"{PROBES_IN_TREE}/{p.name}" for p in probe_files()]
+    probes = [f"{PROBES_IN_TREE}/{p.name}" for p in probe_files()] if with_probes else []
     return [
         sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", PLUGIN,
         "-c", str(ini), "--rootdir", str(tree), "--confcutdir", str(tree),
@@ -301,12 +303,14 @@ addopts = -ra
 """
 
 
-def run_suite(tree: Path, kind: Tree, upstream: list[str], workdir: Path) -> SuiteRun:
+def run_suite(
+    tree: Path, kind: Tree, upstream: list[str], workdir: Path, with_probes: bool = True
+) -> SuiteRun:
     """Run the CPU-runnable upstream tests and our probes against ``tree`` in a subprocess."""
     workdir.mkdir(parents=True, exist_ok=True)
     junit, ini = workdir / f"{kind}.xml", workdir / "pytest.ini"
     ini.write_text(INI, encoding="utf-8")
-    cmd = suite_command(tree, upstream, junit, ini)
+    cmd = suite_command(tree, upstream, junit, ini, with_probes)
     env = dict(os.environ)
     env[TREE_ENV] = str(tree)
     env["PYTHONPATH"] = os.pathsep.join([str(CONTRACT_DIR), str(REPO_ROOT)])
