@@ -12,8 +12,6 @@ import re
 import shutil
 import subprocess
 import types
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -190,17 +188,3 @@ def model_config_presets() -> dict[str, types.ModuleType]:
     presets: dict[str, types.ModuleType] = {m: StubModule(m) for m in sglang_mods}
     presets["sglang.srt.layers.quantization"] = quant
     return presets
-
-
-@contextmanager
-def model_config_env(model_config_py: Path, name: str) -> Iterator[types.ModuleType]:
-    """Import a (patched or pristine) sglang/srt/configs/model_config.py by path and keep its
-    stubbed imports in place while the caller runs its methods (some import lazily)."""
-    with upstream_import_env(
-        model_config_py.parent, ("torch", "transformers"), model_config_presets()
-    ):
-        spec = importlib.util.spec_from_file_location(name, model_config_py)
-        assert spec is not None and spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-        yield module
