@@ -28,8 +28,8 @@ from upstream_suite import (
     summarize,
 )
 
-from bench.atomic import write_text
-from bench.upstream import UpstreamSource, cache_dir, patches_sha256
+from bench.core import write_text
+from bench.engines.upstream import UpstreamSource, cache_dir, patches_sha256
 
 RECORD_ENV = "SPECBENCH_SGLANG_SUITE_RECORD"
 

@@ -37,7 +37,7 @@ from typing import Literal
 
 from upstream_parsers import apply_patches, patched_files
 
-from bench.models import StrictModel
+from bench.core import StrictModel
 
 CONTRACT_DIR = Path(__file__).resolve().parent
 REPO_ROOT = CONTRACT_DIR.parents[1]

@@ -14,9 +14,8 @@ from typing import Any
 import pytest
 from suite_support import QWEN35_MTP, checkpoint_config, server_args_chain
 
-from bench.engines import get_engine
-from bench.experiment import load_experiment
-from bench.upstream import DEFAULT_EXPERIMENT
+from bench.engines import get_engine, load_experiment
+from bench.engines.upstream import DEFAULT_EXPERIMENT
 
 FLAG = "--speculative-draft-model-quantization"
 PROGRAM = ("python3", "-m", "sglang.launch_server")
