@@ -30,7 +30,7 @@ from bench.core._vocab import utc_now
 from bench.machine import measured_summary, no_telemetry_note
 from bench.measure._acceptance import SGLANG_GAUGES, combine, delta, snapshot
 from bench.measure._client import Connection, RawResponse, chat_body, interpret_chat_stream, request
-from bench.measure._validity import throttle_warnings
+from bench.measure._validity import measurement_reasons, throttle_warnings
 from bench.measure._workload import PromptFactory, load_tokenizer, prompt_sha256
 from bench.schema import (
     PAYLOAD_SCHEMA,
@@ -45,7 +45,6 @@ from bench.schema import (
     RunInfo,
     SampleStats,
     Validity,
-    ValidityReason,
     Workload,
 )
 
@@ -299,9 +298,7 @@ def with_telemetry(
     else:
         summary = measured_summary(sampler, ev.iterations)
         reasons = [*ev.validity.reasons, *throttle_warnings(summary)]
-        validity = Validity(
-            valid=not any(r.severity == "invalid" for r in reasons), reasons=reasons
-        )
+        validity = Validity.from_reasons(reasons)
         update = {"telemetry": summary, "validity": validity}
     return payload.model_copy(update={"evidence": ev.model_copy(update=update)})
 
@@ -320,41 +317,15 @@ def _payload(
 ) -> Payload:
     measured = [it for it in iterations if not it.warmup]
     valid = [it for it in measured if it.valid]
-    reasons: list[ValidityReason] = []
-    for it in measured:
-        if not it.valid:
-            reasons.append(
-                ValidityReason(
-                    code="invalid_iteration",
-                    message=f"iteration {it.index}: {'; '.join(it.reasons) or 'invalid request'}",
-                )
-            )
-    if spec.allow_prompt_mismatch:
-        counts = {r.prompt_tokens for it in measured for r in it.requests}
-        # None = no usage: that request is invalid for its own reason, not a mismatch.
-        if counts - {spec.prompt_tokens, None}:
-            warnings.append(
-                f"prompt mismatch allowed: server counted {sorted(c for c in counts if c)} "
-                f"prompt tokens, requested {spec.prompt_tokens}"
-            )
-    deltas = [it.acceptance for it in valid if it.acceptance is not None]
-    acc = combine(deltas)
-    spec_on = spec.spec_method != "NONE"
-    if spec_on and valid:
-        if acc is None:
-            warnings.append("no speculative-decoding counters on /metrics: acceptance unknown")
-        elif acc.accepted_tokens == 0:
-            reasons.append(
-                ValidityReason(
-                    code="zero_acceptance",
-                    message=f"speculation on ({spec.spec_method}) but 0 accepted tokens "
-                    f"over {acc.drafts} drafts",
-                )
-            )
-    if not valid:
-        reasons.append(
-            ValidityReason(code="no_valid_iteration", message="no measured iteration was valid")
-        )
+    acc = combine([it.acceptance for it in valid if it.acceptance is not None])
+    reasons, more_warnings = measurement_reasons(
+        measured,
+        spec_method=spec.spec_method,
+        acceptance=acc,
+        prompt_tokens=spec.prompt_tokens,
+        allow_prompt_mismatch=spec.allow_prompt_mismatch,
+    )
+    warnings = [*warnings, *more_warnings]
     simulated = spec.simulated or is_emulator
 
     decode = [it.per_stream_mean_tok_s for it in valid if it.per_stream_mean_tok_s is not None]
@@ -385,9 +356,9 @@ def _payload(
         else SampleStats(min=0, p50=0, mean=0, max=0, stddev=0)
     )
     first_req = valid[0].requests[0] if valid else None
-    validity = Validity(valid=not any(r.severity == "invalid" for r in reasons), reasons=reasons)
+    validity = Validity.from_reasons(reasons)
     flags = EngineFlags(
-        specDecoding=spec_on,
+        specDecoding=spec.spec_method != "NONE",
         specMethod=spec.spec_method,
         specModel=spec.spec_draft_model,
         specNumTokens=spec.spec_num_tokens,
@@ -430,6 +401,7 @@ def _payload(
             iterations=spec.iterations,
             temperature=spec.temperature,
             tokenizer=str(spec.tokenizer) if spec.tokenizer else None,
+            allow_prompt_mismatch=spec.allow_prompt_mismatch,
         ),
         figures=figures,
         iterations=iterations,

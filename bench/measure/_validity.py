@@ -1,17 +1,27 @@
-"""Validity rules the matrix applies to every payload, on top of the measurement's own checks.
+"""Every validity rule, in one place.
 
-A payload is invalid when: a speculative configuration accepted zero tokens; the load log shows
-skipped or missing draft tensors; a request's prompt or output token count differs from the
-workload; a request failed; the server container restarted. An invalid payload is kept with its
-reasons and evidence lines and excluded from rankings (the report filters on ``valid``).
+The measurement's own rules (``measurement_reasons``): an invalid measured iteration, no valid
+iteration at all, a speculative configuration that accepted zero tokens. The matrix's rules on
+top (``judge``): skipped or missing draft tensors in the load log, a request's prompt or output
+token count other than the workload's, a failed request, a restarted server container. And
+throttling in the telemetry, a warning only (``throttle_warnings``). An invalid payload is kept
+with its reasons and evidence lines and excluded from rankings (the report filters on ``valid``).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from bench.core import SpecMethod
 from bench.engines import LogPattern
-from bench.schema import Payload, TelemetrySummary, Validity, ValidityReason
+from bench.schema import (
+    AcceptanceDelta,
+    IterationRecord,
+    Payload,
+    TelemetrySummary,
+    Validity,
+    ValidityReason,
+)
 
 MAX_EVIDENCE = 12
 
@@ -46,6 +56,65 @@ def _reason(code: str, message: str, evidence: list[str]) -> ValidityReason:
     return ValidityReason(code=code, message=message, evidence=evidence[:MAX_EVIDENCE])
 
 
+def zero_acceptance(
+    method: str, accepted: int | None, draft_tokens: int | None, drafts: int | None = None
+) -> ValidityReason | None:
+    """Speculation on and not one draft token accepted: the draft path is broken (the seed's
+    first SGLang MTP attempt). Unknown counters are not zero."""
+    if method == "NONE" or accepted != 0:
+        return None
+    over = f"{drafts} drafts, " if drafts is not None else ""
+    return _reason(
+        "zero_acceptance",
+        f"speculation on ({method}) but 0 accepted tokens over {over}{draft_tokens} draft "
+        "tokens in the measured iterations",
+        [f"specAcceptedTokens=0 specDraftTokens={draft_tokens}"],
+    )
+
+
+def measurement_reasons(
+    measured: list[IterationRecord],
+    *,
+    spec_method: SpecMethod,
+    acceptance: AcceptanceDelta | None,
+    prompt_tokens: int,
+    allow_prompt_mismatch: bool,
+) -> tuple[list[ValidityReason], list[str]]:
+    """The measurement's verdict on its measured iterations: (reasons, warnings)."""
+    valid = [it for it in measured if it.valid]
+    reasons = [
+        ValidityReason(
+            code="invalid_iteration",
+            message=f"iteration {it.index}: {'; '.join(it.reasons) or 'invalid request'}",
+        )
+        for it in measured
+        if not it.valid
+    ]
+    warnings: list[str] = []
+    if allow_prompt_mismatch:
+        counts = {r.prompt_tokens for it in measured for r in it.requests}
+        # None = no usage: that request is invalid for its own reason, not a mismatch.
+        if counts - {prompt_tokens, None}:
+            warnings.append(
+                f"prompt mismatch allowed: server counted {sorted(c for c in counts if c)} "
+                f"prompt tokens, requested {prompt_tokens}"
+            )
+    if spec_method != "NONE" and valid:
+        if acceptance is None:
+            warnings.append("no speculative-decoding counters on /metrics: acceptance unknown")
+        else:
+            zero = zero_acceptance(
+                spec_method, acceptance.accepted_tokens, acceptance.draft_tokens, acceptance.drafts
+            )
+            if zero is not None:
+                reasons.append(zero)
+    if not valid:
+        reasons.append(
+            ValidityReason(code="no_valid_iteration", message="no measured iteration was valid")
+        )
+    return reasons, warnings
+
+
 def rule_reasons(
     payload: Payload,
     *,
@@ -56,15 +125,9 @@ def rule_reasons(
     """The matrix's rules, judged on one payload; each reason carries its evidence lines."""
     reasons: list[ValidityReason] = []
     flags = payload.engineFlags
-    if speculative and flags.specAcceptedTokens == 0:
-        reasons.append(
-            _reason(
-                "zero_acceptance",
-                f"speculative decoding ({flags.specMethod}) accepted 0 of "
-                f"{flags.specDraftTokens} draft tokens over the measured iterations",
-                [f"specAcceptedTokens=0 specDraftTokens={flags.specDraftTokens}"],
-            )
-        )
+    zero = zero_acceptance(flags.specMethod, flags.specAcceptedTokens, flags.specDraftTokens)
+    if speculative and zero is not None:
+        reasons.append(zero)
     bad_load = [f for f in findings if f.severity == "invalid"]
     for code in sorted({f.code for f in bad_load}):
         hits = [f for f in bad_load if f.code == code]
@@ -95,7 +158,7 @@ def rule_reasons(
                 prompt_bad.append(f"{tag}: prompt_tokens={r.prompt_tokens} want {want_p}")
             if r.completion_tokens != want_o:
                 output_bad.append(f"{tag}: completion_tokens={r.completion_tokens} want {want_o}")
-    if prompt_bad and not any("prompt mismatch allowed" in w for w in payload.evidence.warnings):
+    if prompt_bad and not payload.evidence.workload.allow_prompt_mismatch:
         reasons.append(
             _reason("prompt_token_mismatch", f"{len(prompt_bad)} request(s)", prompt_bad)
         )
@@ -136,7 +199,7 @@ def judge(
         :MAX_EVIDENCE
     ]
     reasons = [*payload.evidence.validity.reasons, *extra]
-    validity = Validity(valid=not any(r.severity == "invalid" for r in reasons), reasons=reasons)
+    validity = Validity.from_reasons(reasons)
     evidence = payload.evidence.model_copy(
         update={
             "validity": validity,

@@ -170,6 +170,11 @@ class Validity(StrictModel):
             raise ValueError("valid must be false exactly when an 'invalid' reason is present")
         return self
 
+    @classmethod
+    def from_reasons(cls, reasons: list[ValidityReason]) -> Validity:
+        """Invalid exactly when one reason is of severity 'invalid'."""
+        return cls(valid=not any(r.severity == "invalid" for r in reasons), reasons=reasons)
+
 
 class Workload(StrictModel):
     prompt_tokens: int = Field(ge=1)
@@ -180,6 +185,11 @@ class Workload(StrictModel):
     temperature: float = 0.0
     ignore_eos: bool = True
     tokenizer: str | None = Field(default=None, description="tokenizer used to size prompts")
+    allow_prompt_mismatch: bool = Field(
+        default=False,
+        description="run with --allow-prompt-mismatch: a server prompt count other than "
+        "prompt_tokens is a warning, not an invalid run",
+    )
 
 
 class RunInfo(StrictModel):
