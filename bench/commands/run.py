@@ -8,24 +8,25 @@ import json
 import sys
 from enum import StrEnum
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import Annotated
 
 import typer
 from pydantic import ValidationError
 
-from bench.core import InputError, describe_validation_error, ensure_writable_file, read_json_model
+from bench.core import (
+    InputError,
+    describe_validation_error,
+    ensure_writable_file,
+    read_json_model,
+)
 from bench.machine import SamplerStart, open_sampler
-from bench.measure import RunSpec, find_cached_tokenizer, measure, split_base_url
+from bench.measure import ProgressBar, RunSpec, find_cached_tokenizer, measure, split_base_url
 from bench.schema import Hardware, check_payload_file, payload_json_schema, write_payload
 
-if TYPE_CHECKING:
-    # rich's progress bar only where a bar is drawn: import cost stays off the other paths
-    from rich.progress import Progress, TaskID
 
-    from bench.schema import IterationRecord
+class EngineChoice(StrEnum):
+    """The CLI's engine argument (typer needs an Enum); a unit test holds it to ENGINE_NAMES."""
 
-
-class Engine(StrEnum):
     vllm = "vllm"
     sglang = "sglang"
 
@@ -48,29 +49,8 @@ def _positive(name: str, value: int, minimum: int = 1) -> None:
         raise InputError(name, f"must be at least {minimum}, got {value}")
 
 
-class _Bar:
-    """A rich progress bar fed by bench.measure's ProgressSink calls."""
-
-    def __init__(self, progress: Progress, total: int) -> None:
-        self.progress = progress
-        self.task: TaskID = progress.add_task("warmup", total=total)
-
-    def iteration_started(self, index: int, total: int, warmup: bool) -> None:
-        what = "warmup" if warmup else "measure"
-        self.progress.update(self.task, description=f"{what} {index + 1}/{total}", refresh=True)
-
-    def iteration_finished(self, record: IterationRecord) -> None:
-        rate = record.per_stream_mean_tok_s
-        note = f"{rate:.2f} tok/s" if rate is not None else "INVALID: " + "; ".join(record.reasons)
-        self.progress.console.print(
-            f"  iteration {record.index + 1}{' (warmup)' if record.warmup else ''}: {note}"
-        )
-        self.progress.advance(self.task)
-        self.progress.refresh()
-
-
 def run(
-    engine: Annotated[Engine, typer.Argument(help="engine behind --base-url")],
+    engine: Annotated[EngineChoice, typer.Argument(help="engine behind --base-url")],
     base_url: Annotated[str, typer.Option(help="server root, e.g. http://127.0.0.1:8000")],
     hf_id: Annotated[str, typer.Option(help="Hugging Face id of the target model")],
     served_model: Annotated[str, typer.Option(help="model name the server serves")],
@@ -122,9 +102,6 @@ def run(
     ] = True,
 ) -> None:
     """Measure one running engine endpoint and write a payload (exit 1 if the run is invalid)."""
-    # rich's progress bar only where a bar is drawn: import cost stays off the other paths
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
-
     for name, value, low in (
         ("--prompt-tokens", prompt_tokens, 1),
         ("--max-tokens", max_tokens, 2),
@@ -191,16 +168,10 @@ def run(
 
     started = open_sampler() if telemetry else SamplerStart(None, "--no-telemetry given")
     try:
-        with Progress(
-            TextColumn("{task.description}"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            transient=True,
-            auto_refresh=False,
-        ) as progress:
+        with ProgressBar(warmup + iterations, transient=True, log_iterations=True) as progress:
             payload = measure(
                 spec,
-                _Bar(progress, warmup + iterations),
+                progress,
                 telemetry=started.sampler,
                 no_telemetry_reason=started.reason,
             )

@@ -17,7 +17,7 @@ import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Literal
 
 from pydantic import Field
 
@@ -53,13 +53,12 @@ from bench.matrix._launch import (
     scrub,
     wait_ready,
 )
-from bench.measure import RunSpec, judge, measure, scan_log
+from bench.measure import ProgressBar, RunSpec, judge, measure, scan_log
 from bench.schema import (
     Configuration,
     ConfigurationStatus,
     Experiment,
     Hardware,
-    IterationRecord,
     ModelBytes,
     Payload,
     RunLock,
@@ -117,70 +116,6 @@ class MatrixResult:
     @property
     def failed(self) -> list[Outcome]:
         return [o for o in self.outcomes if o.status == "failed"]
-
-
-# -- progress -------------------------------------------------------------------------------
-
-
-class _Progress:
-    """Rich progress over all iterations of the run: configuration, level, iteration, ETA."""
-
-    def __init__(self, total: int, enabled: bool) -> None:
-        self.enabled = enabled
-        self.label = ""
-        self._progress: Any = None
-        self._task: Any = None
-        self.total = total
-
-    def __enter__(self) -> _Progress:
-        if self.enabled:
-            # rich's progress bar only where a bar is drawn: import cost stays off the other paths
-            from rich.progress import (
-                BarColumn,
-                MofNCompleteColumn,
-                Progress,
-                TextColumn,
-                TimeElapsedColumn,
-                TimeRemainingColumn,
-            )
-
-            self._progress = Progress(
-                TextColumn("{task.description}"),
-                BarColumn(),
-                MofNCompleteColumn(),
-                TextColumn("elapsed"),
-                TimeElapsedColumn(),
-                TextColumn("left"),
-                TimeRemainingColumn(),
-            )
-            self._progress.__enter__()
-            self._task = self._progress.add_task("starting", total=self.total)
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        if self._progress is not None:
-            self._progress.__exit__(*exc)
-
-    def say(self, text: str) -> None:
-        self.label = text
-        if self._progress is not None:
-            self._progress.update(self._task, description=text)
-
-    def advance(self, n: int = 1) -> None:
-        if self._progress is not None:
-            self._progress.advance(self._task, n)
-
-    def log(self, text: str) -> None:
-        if self._progress is not None:
-            self._progress.console.print(text)
-
-    # bench.measure.ProgressSink
-    def iteration_started(self, index: int, total: int, warmup: bool) -> None:
-        kind = "warmup" if warmup else "iteration"
-        self.say(f"{self.label.split(' | ')[0]} | {kind} {index + 1}/{total}")
-
-    def iteration_finished(self, record: IterationRecord) -> None:
-        self.advance()
 
 
 # -- helpers --------------------------------------------------------------------------------
@@ -330,7 +265,10 @@ def run_matrix(
     total = sum(len(exp.levels_for(c)) * per_level for c in selected)
     outcomes: list[Outcome] = []
     try:
-        with _sigterm_as_interrupt(), _Progress(total, opts.show_progress) as progress:
+        with (
+            _sigterm_as_interrupt(),
+            ProgressBar(total, enabled=opts.show_progress, eta=True) as progress,
+        ):
             for cfg in selected:
                 levels = exp.levels_for(cfg)
                 expected = cfg.expect_invalid is not None
@@ -458,7 +396,7 @@ def _run_configuration(
     run_id: str,
     warmup: int,
     iterations: int,
-    progress: _Progress,
+    progress: ProgressBar,
     outcome: Outcome,
     telemetry: TelemetryFactory,
 ) -> int:

@@ -24,6 +24,7 @@ from bench.measure._client import (
     split_base_url,
 )
 from bench.measure._loop import RunSpec, measure
+from bench.measure._progress import ProgressBar
 from bench.measure._validity import judge, scan_log, throttle_warnings
 from bench.measure._workload import (
     NONCE_PREFIX,
@@ -41,6 +42,7 @@ __all__ = [
     "VLLM_DRAFTS",
     "WORDS",
     "Connection",
+    "ProgressBar",
     "PromptFactory",
     "RawResponse",
     "RunSpec",

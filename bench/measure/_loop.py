@@ -56,7 +56,7 @@ NO_SAMPLER = "no telemetry sampler was running for this measurement"
 
 
 class RunSpec(StrictModel):
-    """Everything one measurement needs (INTERFACES.md, Measurement)."""
+    """Everything one measurement needs."""
 
     engine: Literal["vllm", "sglang"]
     base_url: str

@@ -8,7 +8,6 @@ from typing import Any
 from bench.core import StrictModel
 from bench.report._claims import (
     Comparison,
-    ConcurrencySweep,
     Pairwise,
     compare,
     ordered_unique,
@@ -196,7 +195,3 @@ def _valid_current(rs: RunSet, config: str, concurrency: int) -> RunView | None:
     if failed is None:
         return None
     return next((r for r in same if (r.engine, r.method) == (failed.engine, failed.method)), None)
-
-
-def sweep_for(sweeps_: list[ConcurrencySweep], config: str) -> ConcurrencySweep | None:
-    return next((s for s in sweeps_ if s.config == config), None)

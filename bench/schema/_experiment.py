@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import AliasChoices, Field, ValidationError, field_validator, model_validator
+from pydantic import Field, ValidationError, field_validator, model_validator
 
 from bench.core import InputError, StrictModel, describe_validation_error, describe_yaml_error
 from bench.core._vocab import EngineName, SpecMethod, canonical_spec_method
@@ -37,13 +37,8 @@ class Deviation(StrictModel):
 
     flag: str = Field(min_length=1)
     seed: str | None
-    used: str | None = Field(validation_alias=AliasChoices("used", "pinned"))
+    used: str | None
     reason: str = Field(min_length=10)
-
-    @property
-    def pinned(self) -> str | None:
-        """INTERFACES.md calls the used value ``pinned``; same thing."""
-        return self.used
 
 
 class ImageBuild(StrictModel):
@@ -281,11 +276,6 @@ class Experiment(StrictModel):
         return self
 
     # -- lookups ---------------------------------------------------------------------------
-
-    @property
-    def engines(self) -> dict[str, Image]:
-        """INTERFACES.md name for ``images``."""
-        return self.images
 
     @property
     def target(self) -> ModelPin:

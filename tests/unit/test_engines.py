@@ -7,7 +7,8 @@ import shlex
 
 import pytest
 
-from bench.core import InputError
+from bench.commands.run import EngineChoice
+from bench.core import ENGINE_NAMES, InputError
 from bench.engines import flag_value, get_engine, load_experiment, plan_entries
 from bench.schema import EXPERIMENTS_DIR
 
@@ -75,3 +76,7 @@ def test_unknown_engine_is_input_error() -> None:
 def test_vllm_version_from_startup_line() -> None:
     eng = get_engine("vllm")
     assert eng.version_from_log("INFO vLLM server version 0.33.0, serving model x") == "0.33.0"
+
+
+def test_cli_engine_choices_are_the_engine_names() -> None:
+    assert [e.value for e in EngineChoice] == list(ENGINE_NAMES)
