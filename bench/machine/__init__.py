@@ -4,21 +4,15 @@ sampler, provenance, the bandwidth probe and the roofline arithmetic.
 
 from __future__ import annotations
 
+from bench.machine._dump import hash_uuid, read_dump
 from bench.machine._hardware import (
-    SMI_FIELDS,
-    Runner,
     build_hardware,
     capture_hardware,
     cpu_only,
-    hash_uuid,
     lmx_gpu_name,
-    parse_nvidia_smi,
-    read_dump,
     record_dump,
-    record_nvidia_smi,
-    record_nvml,
-    run_command,
 )
+from bench.machine._nvml import record_nvml
 from bench.machine._probe import BandwidthProbe, probe_bandwidth
 from bench.machine._provenance import (
     REPO_ROOT,
@@ -46,6 +40,13 @@ from bench.machine._sampler import (
     open_sampler,
     summarize,
     summarize_sampler,
+)
+from bench.machine._smi import (
+    SMI_FIELDS,
+    Runner,
+    parse_nvidia_smi,
+    record_nvidia_smi,
+    run_command,
 )
 
 __all__ = [

@@ -22,7 +22,8 @@ from pydantic import Field
 
 from bench import __version__
 from bench.core import StrictModel, sha256_file
-from bench.machine._hardware import Runner, capture_host, run_command
+from bench.machine._dump import capture_host
+from bench.machine._smi import Runner, run_command
 from bench.schema import Hardware
 
 PROVENANCE_SCHEMA: Final = "specbench.provenance/1"

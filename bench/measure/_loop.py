@@ -25,8 +25,14 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 from pydantic import Field, field_validator
 
 from bench import __version__
-from bench.core import InputError, SpecMethod, StrictModel, canonical_spec_method, summarize
-from bench.core._vocab import utc_now
+from bench.core import (
+    InputError,
+    SpecMethod,
+    StrictModel,
+    canonical_spec_method,
+    summarize,
+    utc_now,
+)
 from bench.machine import measured_summary, no_telemetry_note
 from bench.measure._acceptance import SGLANG_GAUGES, combine, delta, snapshot
 from bench.measure._client import Connection, RawResponse, chat_body, interpret_chat_stream, request

@@ -15,8 +15,15 @@ from typing import Annotated, Any, Literal
 import yaml
 from pydantic import Field, ValidationError, field_validator, model_validator
 
-from bench.core import InputError, StrictModel, describe_validation_error, describe_yaml_error
-from bench.core._vocab import EngineName, SpecMethod, canonical_spec_method
+from bench.core import (
+    EngineName,
+    InputError,
+    SpecMethod,
+    StrictModel,
+    canonical_spec_method,
+    describe_validation_error,
+    describe_yaml_error,
+)
 
 EXPERIMENT_SCHEMA = "specbench.experiment/1"
 UNRESOLVED = "unresolved"

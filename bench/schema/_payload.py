@@ -13,8 +13,16 @@ from typing import Any, Final, Literal
 
 from pydantic import Field, ValidationError, field_validator, model_validator
 
-from bench.core import MutableModel, StrictModel, Summary, read_json_model, write_text
-from bench.core._vocab import EngineName, SpecMethod, canonical_spec_method
+from bench.core import (
+    EngineName,
+    MutableModel,
+    SpecMethod,
+    StrictModel,
+    Summary,
+    canonical_spec_method,
+    read_json_model,
+    write_text,
+)
 from bench.schema._hardware import Hardware
 from bench.schema._telemetry import TelemetrySummary
 

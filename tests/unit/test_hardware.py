@@ -110,7 +110,7 @@ def test_no_gpu_is_exit_2_unless_allowed(monkeypatch: pytest.MonkeyPatch) -> Non
 
 def test_cli_exit_codes(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     _no_nvml(monkeypatch)
-    monkeypatch.setattr("bench.machine._hardware.run_command", lambda argv: None)
+    monkeypatch.setattr("bench.machine._smi.run_command", lambda argv: None)
     with pytest.raises(SystemExit) as ex:
         main(["hardware", "--out", str(tmp_path / "hw.json")])
     assert ex.value.code == 2 and not (tmp_path / "hw.json").exists()
