@@ -5,11 +5,10 @@ configuration measured at every concurrency level, typed artifacts, resume, chec
 from __future__ import annotations
 
 from bench.matrix._artifacts import Artifacts
+from bench.matrix._checkpoint_files import CheckReport, Finding
 from bench.matrix._launch import DockerLauncher, scrub
 from bench.matrix._plan import render_plan
 from bench.matrix._preflight import (
-    CheckReport,
-    Finding,
     check_checkpoint,
     check_models_dir,
     check_target,

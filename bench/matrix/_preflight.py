@@ -18,11 +18,11 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import ValidationError
 
-from bench.core import EngineName, InputError, StrictModel
+from bench.core import EngineName, InputError
 from bench.engines.checkpoint_rules import (
     DFLASH2_ARCH,
     RULES_VERSION,
@@ -53,194 +53,20 @@ from bench.engines.checkpoint_rules import (
     VLLM_MARLIN_GROUP_SIZES,
     vllm_dflash_arch,
 )
+from bench.matrix._checkpoint_files import (
+    MISSING,
+    CheckedModel,
+    CheckReport,
+    Collector,
+    DFlashConfig,
+    Finding,
+    GPTQConfig,
+    HFConfig,
+    load_configs,
+    read_config_json,
+    shown,
+)
 from bench.schema import Experiment
-
-Severity = Literal["error", "warning"]
-
-
-# -- the parts of the model files we read ------------------------------------------------------
-
-
-class _ConfigFile(BaseModel):
-    """Upstream files carry many keys we do not read: ignore them, but type-check ours strictly
-    (a string "false" would be truthy to the engines)."""
-
-    model_config = ConfigDict(extra="ignore", frozen=True, strict=True)
-
-
-class GPTQConfig(_ConfigFile):
-    """quantize_config.json, or config.json's ``quantization_config``, as GPTQ writes it."""
-
-    quant_method: str | None = None
-    bits: int | None = None
-    group_size: int | None = None
-    desc_act: bool | None = None
-    sym: bool | None = None
-    lm_head: bool = False
-    # GPTQModel per-module rules: "+:regex"/"regex" override fields, "-:regex" skips a module.
-    dynamic: dict[str, Any] | None = None
-
-
-class DFlashConfig(_ConfigFile):
-    """config.json's ``dflash_config`` of a DFlash drafter."""
-
-    target_layer_ids: list[int] | None = None
-    selector_rank: int | None = None
-    selector_top_k: int | None = None
-    conv_kernel_size: int | None = None
-    conv_group_size: int | None = None
-    block_size: int | None = None
-
-
-class TextConfig(_ConfigFile):
-    """config.json's ``text_config`` (multimodal wrappers such as Qwen3.5)."""
-
-    num_hidden_layers: int | None = None
-    quantization_config: dict[str, Any] | None = None
-
-
-class HFConfig(_ConfigFile):
-    """config.json."""
-
-    architectures: list[str] = Field(default_factory=list)
-    model_type: str | None = None
-    num_hidden_layers: int | None = None
-    quantization_config: dict[str, Any] | None = None
-    text_config: TextConfig | None = None
-    dflash_config: DFlashConfig | None = None
-    target_layer_ids: list[int] | None = None  # top-level fallback both engines read
-
-    @property
-    def target_num_layers(self) -> int | None:
-        if self.text_config is not None and self.text_config.num_hidden_layers is not None:
-            return self.text_config.num_hidden_layers
-        return self.num_hidden_layers
-
-
-# -- findings ----------------------------------------------------------------------------------
-
-
-class Finding(StrictModel):
-    """One rule a checkpoint breaks, with everything needed to act on it."""
-
-    severity: Severity
-    checkpoint: str = Field(description="HF id (or folder name) of the checkpoint")
-    file: str = Field(description="the file the value comes from")
-    field: str = Field(description="dotted key inside that file")
-    value: str = Field(description="the value found, JSON-encoded ('<missing>' if absent)")
-    engine: EngineName
-    engine_version: str = Field(description="the pinned release whose rule this is")
-    rule: str
-    source: str = Field(description="file:line of the rule in the pinned upstream source")
-
-    @property
-    def message(self) -> str:
-        return (
-            f"{self.severity.upper()} {self.checkpoint}: {self.file} {self.field}={self.value}: "
-            f"{self.engine} {self.engine_version}: {self.rule} [{self.source}]"
-        )
-
-
-class CheckedModel(StrictModel):
-    """A checkpoint that was examined, and as what."""
-
-    checkpoint: str
-    path: str
-    role: Literal["target", "draft"]
-    engines: list[EngineName]
-
-
-class CheckReport(StrictModel):
-    """What preflight looked at and what it found."""
-
-    experiment: str
-    checked: list[CheckedModel] = Field(default_factory=list)
-    findings: list[Finding] = Field(default_factory=list)
-
-    @property
-    def errors(self) -> list[Finding]:
-        return [f for f in self.findings if f.severity == "error"]
-
-    @property
-    def ok(self) -> bool:
-        return not self.errors
-
-    @property
-    def exit_code(self) -> int:
-        return 0 if self.ok else 1
-
-
-MISSING = "<missing>"
-
-
-def _val(value: object) -> str:
-    return MISSING if value is None else json.dumps(value, sort_keys=True)
-
-
-class _Collector:
-    """Builds findings for one checkpoint file with the fixed parts filled in."""
-
-    def __init__(self, checkpoint: str, versions: Mapping[EngineName, str]) -> None:
-        self.checkpoint = checkpoint
-        self.versions = versions
-        self.findings: list[Finding] = []
-
-    def add(
-        self,
-        severity: Severity,
-        engine: EngineName,
-        file: Path | str,
-        field: str,
-        value: object,
-        rule: str,
-        source: str,
-    ) -> None:
-        self.findings.append(
-            Finding(
-                severity=severity,
-                checkpoint=self.checkpoint,
-                file=str(file),
-                field=field,
-                value=value if isinstance(value, str) and value == MISSING else _val(value),
-                engine=engine,
-                engine_version=self.versions.get(engine, RULES_VERSION[engine]),
-                rule=rule,
-                source=source,
-            )
-        )
-
-
-# -- reading -----------------------------------------------------------------------------------
-
-
-def _read_json(path: Path) -> Any:
-    return json.loads(path.read_text(encoding="utf-8"))
-
-
-def _load(
-    col: _Collector, engines: Iterable[EngineName], path: Path, model: type[_ConfigFile]
-) -> Any | None:
-    """Parse a JSON file into ``model``; an unreadable file is an error finding per engine."""
-    engines = list(engines)
-    try:
-        raw = _read_json(path)
-    except FileNotFoundError:
-        for eng in engines:
-            col.add("error", eng, path, "<file>", MISSING, "file not found", "-")
-        return None
-    except (OSError, ValueError) as err:
-        for eng in engines:
-            col.add("error", eng, path, "<file>", MISSING, f"unreadable JSON: {err}", "-")
-        return None
-    try:
-        return model.model_validate(raw)
-    except ValidationError as err:
-        first = err.errors()[0]
-        loc = ".".join(str(p) for p in first["loc"]) or "<root>"
-        for eng in engines:
-            col.add("error", eng, path, loc, str(first.get("input")), first["msg"], "-")
-        return None
-
 
 # -- target: GPTQ rules ------------------------------------------------------------------------
 
@@ -266,13 +92,13 @@ def _quant_source(
     qfile = target_dir / "quantize_config.json"
     if qfile.is_file() and _uses_flag(experiment, engine, "--quantization"):
         try:
-            return _read_json(qfile), qfile, ""
+            return read_config_json(qfile), qfile, ""
         except (OSError, ValueError) as err:
             return f"unreadable: {err}", qfile, ""  # type: ignore[return-value]  # fails validation
     return None, config_json, "quantization_config."
 
 
-def _check_vllm_gptq(col: _Collector, q: GPTQConfig, file: Path, pre: str) -> None:
+def _check_vllm_gptq(col: Collector, q: GPTQConfig, file: Path, pre: str) -> None:
     missing = [k for k in VLLM_GPTQ_REQUIRED_KEYS if getattr(q, k) is None]
     for key in missing:
         col.add(
@@ -305,7 +131,7 @@ def _check_vllm_gptq(col: _Collector, q: GPTQConfig, file: Path, pre: str) -> No
     _check_vllm_dynamic(col, q, file, pre)
 
 
-def _check_vllm_dynamic(col: _Collector, q: GPTQConfig, file: Path, pre: str) -> None:
+def _check_vllm_dynamic(col: Collector, q: GPTQConfig, file: Path, pre: str) -> None:
     """Per-module overrides get the same rules; '-:' rules skip quantization and are exempt."""
     for pattern, overrides in (q.dynamic or {}).items():
         if pattern.startswith("-:") or not isinstance(overrides, Mapping):
@@ -335,7 +161,7 @@ def _check_vllm_dynamic(col: _Collector, q: GPTQConfig, file: Path, pre: str) ->
             )  # fmt: skip
 
 
-def _check_sglang_gptq(col: _Collector, q: GPTQConfig, file: Path, pre: str) -> None:
+def _check_sglang_gptq(col: Collector, q: GPTQConfig, file: Path, pre: str) -> None:
     if q.bits is not None and q.bits not in SGLANG_GPTQ_BITS:
         col.add(
             "error", "sglang", file, pre + "bits", q.bits,
@@ -370,8 +196,8 @@ def check_target(
 ) -> list[Finding]:
     """The target checkpoint's quantization config against each engine that serves it."""
     engines = sorted(set(engines))
-    col = _Collector(checkpoint, versions)
-    cfg = _load(col, engines, target_dir / "config.json", HFConfig)
+    col = Collector(checkpoint, versions)
+    cfg = load_configs(col, engines, target_dir / "config.json", HFConfig)
     if cfg is None:
         return col.findings
     want_gptq = experiment.quantization.lower().startswith("gptq")
@@ -432,9 +258,9 @@ def check_draft(
 ) -> list[Finding]:
     """A DFlash drafter's architecture and dflash_config against each engine that loads it."""
     engines = sorted(set(engines))
-    col = _Collector(checkpoint, versions)
+    col = Collector(checkpoint, versions)
     file = draft_dir / "config.json"
-    cfg = _load(col, engines, file, HFConfig)
+    cfg = load_configs(col, engines, file, HFConfig)
     if cfg is None:
         return col.findings
     dcfg = cfg.dflash_config or DFlashConfig()
@@ -456,7 +282,7 @@ def check_draft(
 
 
 def _check_layer_ids(
-    col: _Collector,
+    col: Collector,
     eng: EngineName,
     file: Path,
     cfg: HFConfig,
@@ -482,7 +308,7 @@ def _check_layer_ids(
         )  # fmt: skip
 
 
-def _check_dflash2_keys(col: _Collector, eng: EngineName, file: Path, dcfg: DFlashConfig) -> None:
+def _check_dflash2_keys(col: Collector, eng: EngineName, file: Path, dcfg: DFlashConfig) -> None:
     if eng == "vllm":
         for key in VLLM_DFLASH2_REQUIRED_KEYS:
             if getattr(dcfg, key) is None:
@@ -535,7 +361,7 @@ def _version_findings(experiment: Experiment) -> list[Finding]:
                     checkpoint=experiment.name,
                     file="experiment",
                     field=f"images.{key}.version",
-                    value=_val(img.version),
+                    value=shown(img.version),
                     engine=img.engine,
                     engine_version=img.version,
                     rule=f"preflight rules were read from {img.engine} {want}; re-verify them",
@@ -554,7 +380,9 @@ def _engines(experiment: Experiment, draft_key: str | None = None) -> list[Engin
 
 def _target_layers(target_dir: Path) -> int | None:
     try:
-        return HFConfig.model_validate(_read_json(target_dir / "config.json")).target_num_layers
+        return HFConfig.model_validate(
+            read_config_json(target_dir / "config.json")
+        ).target_num_layers
     except (OSError, ValueError):
         return None
 
