@@ -8,7 +8,7 @@ import json
 import sys
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Final
 
 import typer
 from pydantic import ValidationError
@@ -35,18 +35,12 @@ class Mode(StrEnum):
     remote = "remote"
 
 
-def _spec_method(value: str) -> str:
-    v = value.strip().upper()
-    if v in ("", "OFF"):
-        v = "NONE"
-    if v not in ("DFLASH", "MTP", "NONE"):
-        raise InputError("--spec-method", f"unknown method {value!r} (dflash, mtp or none)")
-    return v
-
-
-def _positive(name: str, value: int, minimum: int = 1) -> None:
-    if value < minimum:
-        raise InputError(name, f"must be at least {minimum}, got {value}")
+# RunSpec field -> the option a user typed: validation errors name the option.
+OPTION_OF: Final[dict[str, str]] = {
+    **{name: "--" + name.replace("_", "-") for name in RunSpec.model_fields},
+    "engine": "ENGINE",
+    "request_timeout_s": "--request-timeout",
+}
 
 
 def run(
@@ -102,22 +96,6 @@ def run(
     ] = True,
 ) -> None:
     """Measure one running engine endpoint and write a payload (exit 1 if the run is invalid)."""
-    for name, value, low in (
-        ("--prompt-tokens", prompt_tokens, 1),
-        ("--max-tokens", max_tokens, 2),
-        ("--concurrency", concurrency, 1),
-        ("--iterations", iterations, 1),
-        ("--warmup", warmup, 0),
-        ("--tensor-parallel", tensor_parallel, 1),
-    ):
-        _positive(name, value, low)
-    if request_timeout <= 0:
-        raise InputError("--request-timeout", "must be positive")
-    method = _spec_method(spec_method)
-    if method != "NONE" and spec_num_tokens is None:
-        raise InputError("--spec-num-tokens", f"required with --spec-method {spec_method}")
-    if spec_num_tokens is not None:
-        _positive("--spec-num-tokens", spec_num_tokens)
     hw = read_json_model(hardware, Hardware, source=f"--hardware {hardware}")
     # Checked before measuring: a long run must not be lost to a bad path at the end.
     ensure_writable_file(out, "--out")
@@ -133,7 +111,7 @@ def run(
             served_model=served_model,
             quantization=quantization,
             hardware=hw,
-            spec_method=method,
+            spec_method=spec_method,
             spec_num_tokens=spec_num_tokens,
             spec_draft_model=spec_draft_model,
             prompt_tokens=prompt_tokens,
@@ -157,7 +135,7 @@ def run(
             temperature=temperature,
         )
     except ValidationError as err:
-        raise describe_validation_error("specbench run", err) from None
+        raise describe_validation_error("specbench run", err, OPTION_OF) from None
 
     try:
         split_base_url(base_url)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from pydantic import ValidationError
 
 
@@ -28,12 +30,19 @@ class RunError(SpecbenchError):
     exit_code = 1
 
 
-def describe_validation_error(source: str, err: ValidationError) -> InputError:
-    """Turn a pydantic ValidationError into an InputError naming the first field at fault."""
+def describe_validation_error(
+    source: str, err: ValidationError, names: Mapping[str, str] | None = None
+) -> InputError:
+    """Turn a pydantic ValidationError into an InputError naming the first field at fault;
+    ``names`` maps a model field to what the user typed for it (a CLI option)."""
     first = err.errors()[0]
     loc = ".".join(str(p) for p in first["loc"]) or "<root>"
     more = len(err.errors()) - 1
     suffix = f" (and {more} more problem{'s' if more > 1 else ''})" if more else ""
+    msg = str(first["msg"]).removeprefix("Value error, ")
+    top = str(first["loc"][0]) if first["loc"] else ""
+    if names and top in names:
+        return InputError(names[top], f"{msg}{suffix}")
     return InputError(f"{source}: {loc}", f"{first['msg']}{suffix}")
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 from bench.matrix._artifacts import Artifacts
 from bench.matrix._checkpoint_files import CheckReport, Finding
 from bench.matrix._launch import DockerLauncher, scrub
+from bench.matrix._options import MatrixOptions, MatrixResult
 from bench.matrix._plan import render_plan
 from bench.matrix._preflight import (
     check_checkpoint,
@@ -14,11 +15,7 @@ from bench.matrix._preflight import (
     check_target,
     render_text,
 )
-from bench.matrix._run import (
-    MatrixOptions,
-    MatrixResult,
-    run_matrix,
-)
+from bench.matrix._run import run_matrix
 
 __all__ = [
     "Artifacts",

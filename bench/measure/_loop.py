@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
-from pydantic import Field, field_validator
+from pydantic import Field, ValidationInfo, field_validator
 
 from bench import __version__
 from bench.core import (
@@ -71,7 +71,7 @@ class RunSpec(StrictModel):
     quantization: str
     hardware: Hardware
     spec_method: SpecMethod = "NONE"
-    spec_num_tokens: int | None = Field(default=None, ge=1)
+    spec_num_tokens: int | None = Field(default=None, ge=1, validate_default=True)
     spec_draft_model: str | None = None
     prompt_tokens: int = Field(ge=1)
     max_tokens: int = Field(ge=2)
@@ -97,6 +97,14 @@ class RunSpec(StrictModel):
     @classmethod
     def _canon(cls, v: object) -> object:
         return canonical_spec_method(v)
+
+    @field_validator("spec_num_tokens")
+    @classmethod
+    def _tokens_with_speculation(cls, v: int | None, info: ValidationInfo) -> int | None:
+        method = info.data.get("spec_method")
+        if v is None and method not in (None, "NONE"):
+            raise ValueError(f"required with speculative method {method}")
+        return v
 
 
 class ProgressSink(Protocol):

@@ -195,9 +195,10 @@ def test_vllm_loading_refuses_and_sglang_warmup_503() -> None:
         assert httpx.get(f"{h.base_url}/health").status_code == 200
     finally:
         h.stop()
-    h = serve_in_thread("sglang", time_scale=0.02)  # load 1.6 s, warmup 0.12 s
+    # load 4.8 s, warmup 0.36 s: the warmup window is long enough to be seen on a busy box
+    h = serve_in_thread("sglang", time_scale=0.06)
     try:
-        deadline = time.monotonic() + 10
+        deadline = time.monotonic() + 20
         seen: set[int] = set()
         while time.monotonic() < deadline and 200 not in seen:
             try:

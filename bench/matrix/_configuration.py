@@ -1,0 +1,211 @@
+"""One configuration of a matrix run: start its server, check the load log, measure every
+concurrency level, judge and write each payload, stop the server and keep its log. Also the
+interrupt handling every configuration shares (Ctrl-C or SIGTERM stops the running server)."""
+
+from __future__ import annotations
+
+import contextlib
+import shlex
+import signal
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from bench.core import (
+    SIMULATED_BANNER,
+    RunError,
+    write_text,
+)
+from bench.engines import ContainerSpec, get_engine
+from bench.matrix._artifacts import Artifacts
+from bench.matrix._launch import (
+    Launcher,
+    Server,
+    free_port,
+    scrub,
+    wait_ready,
+)
+from bench.matrix._options import MatrixOptions, Outcome, TelemetryFactory
+from bench.measure import ProgressBar, RunSpec, judge, measure, scan_log
+from bench.schema import (
+    Configuration,
+    Experiment,
+    Hardware,
+    Payload,
+)
+
+interrupted = threading.Event()
+
+
+@contextlib.contextmanager
+def sigterm_as_interrupt() -> Iterator[None]:
+    """SIGINT and SIGTERM both stop the run, and the running server with it.
+
+    The handler is our own function, not ``signal.default_int_handler``: asyncio.run replaces
+    the default handler with one that only cancels the running task, and a cancellation the
+    measurement absorbs would let the run go on. The flag is checked after each measurement
+    as well, so an interrupt can never be lost."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    interrupted.clear()
+
+    def handler(signum: int, frame: object) -> None:
+        interrupted.set()
+        raise KeyboardInterrupt
+
+    old = signal.signal(signal.SIGTERM, handler)
+    old_int = signal.signal(signal.SIGINT, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, old)
+        signal.signal(signal.SIGINT, old_int)
+
+
+def _container_spec(
+    exp: Experiment, cfg: Configuration, opts: MatrixOptions, run_id: str
+) -> ContainerSpec:
+    engine = get_engine(cfg.engine)
+    port = free_port()
+    if not opts.emulated:
+        return engine.container_spec(
+            cfg, exp, host_port=port, model_cache=opts.model_cache, run_id=run_id
+        )
+    in_docker = opts.launcher == "docker"
+    argv = engine.emulator_argv(
+        cfg,
+        host="0.0.0.0" if in_docker else "127.0.0.1",
+        port=engine.container_port if in_docker else port,
+        served_model=exp.served_model,
+    )
+    if opts.time_scale is not None:
+        argv += ["--time-scale", repr(opts.time_scale)]
+    spec = engine.container_spec(
+        cfg,
+        exp,
+        host_port=port,
+        model_cache=opts.model_cache,
+        run_id=run_id,
+        image_override=opts.emulator_image,
+        emulate_argv=argv,
+    )
+    if not in_docker:
+        spec = ContainerSpec(**{**spec.__dict__, "container_port": port})
+    return spec
+
+
+@dataclass(frozen=True)
+class RunContext:
+    """What every configuration of one matrix run shares."""
+
+    exp: Experiment
+    opts: MatrixOptions
+    arts: Artifacts
+    launcher: Launcher
+    hardware: Hardware
+    run_id: str
+    warmup: int
+    iterations: int
+    progress: ProgressBar
+    telemetry: TelemetryFactory
+
+
+def run_configuration(ctx: RunContext, cfg: Configuration, outcome: Outcome) -> int:
+    """Start, check, sweep, stop one configuration. Returns the iterations done.
+
+    One telemetry sampler runs from readiness to the end of the sweep; each payload gets it cut
+    to its own measured iteration windows."""
+    exp, opts, arts, progress = ctx.exp, ctx.opts, ctx.arts, ctx.progress
+    hw, run_id, warmup, iterations = ctx.hardware, ctx.run_id, ctx.warmup, ctx.iterations
+
+    engine = get_engine(cfg.engine)
+    image = exp.image_for(cfg)
+    spec = _container_spec(exp, cfg, opts, run_id)
+    log_path = arts.log(cfg.name)
+    argv = engine.server_argv(cfg, exp)
+    progress.say(f"{cfg.name}: starting server")
+    server: Server = ctx.launcher.start(spec, log_path)
+    done = 0
+    sampler = None
+    try:
+        secs = wait_ready(
+            server,
+            paths=(engine.health_path, engine.ready_path),
+            timeout_s=opts.ready_timeout_s or exp.server.ready_timeout_s,
+            what=cfg.name,
+        )
+        progress.log(f"{cfg.name}: ready after {secs:.1f} s")
+        load_log = server.log_text()
+        version = engine.version_from_log(load_log) or image.version
+        draft = exp.draft_for(cfg)
+        tokenizer = None
+        if not opts.emulated:
+            tok_dir = Path(opts.model_cache) / exp.target.dirname
+            tokenizer = tok_dir if (tok_dir / "tokenizer.json").exists() else None
+        started = ctx.telemetry()
+        sampler = started.sampler
+        if sampler is None and not opts.emulated:
+            progress.log(f"{cfg.name}: {started.reason}")
+        for k in exp.levels_for(cfg):
+            progress.say(f"{cfg.name} c={k}")
+            run_spec = RunSpec(
+                engine=cfg.engine,
+                base_url=server.base_url,
+                hf_id=exp.target.hf_id,
+                served_model=exp.served_model,
+                quantization=exp.quantization,
+                hardware=hw,
+                spec_method=cfg.method,
+                spec_num_tokens=cfg.spec_num_tokens,
+                spec_draft_model=draft.hf_id if draft else None,
+                prompt_tokens=exp.workload.prompt_tokens,
+                max_tokens=exp.workload.max_tokens,
+                concurrency=k,
+                warmup=warmup,
+                iterations=iterations,
+                tokenizer=tokenizer,
+                request_timeout_s=exp.workload.request_timeout_s,
+                simulated=opts.emulated,
+                run_id=run_id,
+                config_name=cfg.name,
+                command=argv,
+                engine_version=version,
+                tensor_parallel=exp.tensor_parallel,
+                prefix_caching=exp.prefix_caching.get(cfg.engine),
+                gpu_mem_util=exp.gpu_mem_util.get(cfg.engine),
+                command_snippet=shlex.join(argv),
+                model_revision=exp.target.revision,
+            )
+            payload: Payload = measure(
+                run_spec, progress, telemetry=sampler, no_telemetry_reason=started.reason
+            )
+            if interrupted.is_set():  # never write a payload whose measurement was cut short
+                raise KeyboardInterrupt
+            done += warmup + iterations
+            findings = scan_log(server.log_text(), engine.load_patterns, cfg.speculative)
+            payload = judge(
+                payload, speculative=cfg.speculative, findings=findings, restarts=server.restarts()
+            )
+            outcome.payloads.append(arts.write_payload(cfg.name, k, payload))
+            valid = payload.evidence.validity.valid
+            outcome.valid = valid if outcome.valid is None else (outcome.valid and valid)
+            for r in payload.evidence.validity.reasons:
+                line = f"c={k} {r.code}: {r.message}"
+                if r.severity == "invalid" and line not in outcome.reasons:
+                    outcome.reasons.append(line)
+            verdict = "valid" if valid else "INVALID"
+            progress.log(f"{cfg.name} c={k}: {payload.tokSOut:.2f} tok/s, {verdict}")
+            if not server.alive():
+                raise RunError(f"{cfg.name}: server exited during the sweep (c={k})")
+    finally:
+        if sampler is not None:
+            sampler.stop()
+        progress.say(f"{cfg.name}: stopping server")
+        server.stop()
+        text = scrub(server.log_text())
+        if opts.emulated:
+            text = f"# {SIMULATED_BANNER}\n{text}"
+        write_text(log_path, text)
+    return done

@@ -1,0 +1,66 @@
+"""A matrix run's options and its outcome: what the caller asks, what each configuration did."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field
+
+from bench.core import (
+    EMULATOR_IMAGE,
+    StrictModel,
+)
+from bench.engines import DEFAULT_MODEL_CACHE
+from bench.machine import (
+    SamplerStart,
+)
+
+# Starts one telemetry sampler for a configuration (or says why there is none).
+TelemetryFactory = Callable[[], SamplerStart]
+EMULATED_NO_TELEMETRY = "emulated run: no GPU does the work, so no GPU telemetry is recorded"
+
+
+class MatrixOptions(StrictModel):
+    out: Path
+    only: list[str] = Field(default_factory=list)
+    resume: bool = False
+    launcher: Literal["docker", "process"] = "docker"
+    emulate: bool = False
+    time_scale: float | None = Field(default=None, gt=0)
+    warmup: int | None = Field(default=None, ge=0, description="override (labelled deviation)")
+    iterations: int | None = Field(default=None, ge=1, description="override (labelled)")
+    allow_unpinned: bool = False
+    model_cache: str = DEFAULT_MODEL_CACHE
+    emulator_image: str = EMULATOR_IMAGE
+    ready_timeout_s: float | None = Field(default=None, gt=0)
+    run_id: str | None = None
+    show_progress: bool = True
+
+    @property
+    def emulated(self) -> bool:
+        # A local process can only be the emulator.
+        return self.emulate or self.launcher == "process"
+
+
+@dataclass
+class Outcome:
+    name: str
+    status: Literal["done", "skipped", "failed", "interrupted"]
+    payloads: list[Path] = field(default_factory=list)
+    valid: bool | None = None
+    reasons: list[str] = field(default_factory=list)
+    expected_invalid: bool = False
+
+
+@dataclass
+class MatrixResult:
+    out: Path
+    run_id: str
+    outcomes: list[Outcome]
+
+    @property
+    def failed(self) -> list[Outcome]:
+        return [o for o in self.outcomes if o.status == "failed"]
