@@ -68,6 +68,7 @@ class Spec:
     acceptance_raw: dict[str, Any] = field(default_factory=dict)
     reasons: list[ValidityReason] = field(default_factory=list)
     simulated: bool = True
+    toy_model: bool = False
     served_model: str = "qwen"
 
 
@@ -153,6 +154,7 @@ def payload(s: Spec) -> Payload:
                 command=["specbench", "measure", s.config],
                 config_name=s.config,
                 simulated=s.simulated,
+                toy_model=s.toy_model,
             ),
             workload=Workload(
                 prompt_tokens=1044,
@@ -236,6 +238,7 @@ def _seed_experiment() -> Experiment:
 def _lock(exp: Experiment) -> str:
     lock = RunLock(
         run_id="test",
+        prompt_seed=0,
         created_at="2026-12-03T00:00:00+00:00",
         simulated=True,
         launcher="process",

@@ -70,6 +70,13 @@ def run(
             "the local Hugging Face cache, if there; else the server's own count is used)"
         ),
     ] = None,
+    prompt_seed: Annotated[
+        int | None,
+        typer.Option(
+            help="seed of the prompt nonces: two runs with the same seed and concurrency send "
+            "identical prompts in the same order (compare greedy outputs across servers)"
+        ),
+    ] = None,
     allow_prompt_mismatch: Annotated[
         bool, typer.Option(help="record a prompt-count mismatch as a warning, not an error")
     ] = False,
@@ -121,6 +128,7 @@ def run(
             iterations=iterations,
             tokenizer=tokenizer or find_cached_tokenizer(hf_id),
             allow_prompt_mismatch=allow_prompt_mismatch,
+            prompt_seed=prompt_seed,
             request_timeout_s=request_timeout,
             simulated=simulated,
             run_id=run_id,
@@ -158,6 +166,7 @@ def run(
             started.sampler.stop()
     write_payload(out, payload)
     label = " [SIMULATED]" if payload.simulated else ""
+    label += " [TOY MODEL]" if payload.evidence.run.toy_model else ""
     verdict = payload.evidence.validity
     typer.echo(
         f"{out}: decode {payload.tokSOut:.2f} tok/s (per-stream mean), TTFT "

@@ -19,6 +19,14 @@ SIMULATED_BANNER: Final = (
 )
 
 
+# Every report of a real engine serving a generated toy model carries this line; publish refuses
+# it (the engine tier: vLLM's CPU build on a tiny random-weight model).
+TOY_MODEL_BANNER: Final = (
+    "REAL ENGINE, TOY MODEL: a real engine served a generated tiny model; it proves the "
+    "measurement pipeline, it is not a benchmark result."
+)
+
+
 def canonical_spec_method(value: object) -> object:
     """``dflash``/``DFlash``/``mtp`` -> ``DFLASH``/``MTP``; ``none``/empty -> ``NONE``."""
     if isinstance(value, str):

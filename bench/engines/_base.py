@@ -110,6 +110,9 @@ class Engine:
     health_path: str = "/health"
     ready_path: str = "/v1/models"
     metrics_path: str = "/metrics"
+    # Where the running server says its own version: GET path -> JSON object, its key.
+    version_path: str = ""
+    version_key: str = "version"
     load_patterns: tuple[LogPattern, ...] = ()
     version_regex: str = ""
     ready_regex: str = ""
@@ -209,7 +212,7 @@ class Engine:
             host_port=host_port,
             volumes=((model_cache, "/models", "ro"),),
             labels=labels,
-            gpus=True,
+            gpus=image.device == "cuda",
             ipc_host=experiment.server.ipc_host,
             shm_size=experiment.server.shm_size,
             name=f"specbench-{run_id}-{cfg.name}",

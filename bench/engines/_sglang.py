@@ -24,6 +24,8 @@ class SGLang(Engine):
     health_path = "/health"
     ready_path = "/v1/models"
     metrics_path = "/metrics"
+    # sglang/srt/entrypoints/http_server.py:811-834: /server_info carries "version": __version__
+    version_path = "/server_info"
     version_regex = r"sglang[ =]v?(\d+\.\d+\.\d+\S*)"
     ready_regex = r"The server is fired up and ready to roll!"
     plumbing_flags = ("--host", "--port", "--served-model-name", "--enable-metrics")

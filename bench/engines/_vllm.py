@@ -26,6 +26,8 @@ class VLLM(Engine):
     health_path = "/health"
     ready_path = "/v1/models"
     metrics_path = "/metrics"
+    # vllm/entrypoints/serve/instrumentator/basic.py:53-56: {"version": VLLM_VERSION}
+    version_path = "/version"
     version_regex = r"vLLM server version (\S+?),"
     ready_regex = r"Application startup complete"
     plumbing_flags = ("--host", "--port", "--served-model-name")

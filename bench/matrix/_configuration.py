@@ -106,6 +106,7 @@ class RunContext:
     launcher: Launcher
     hardware: Hardware
     run_id: str
+    prompt_seed: int
     warmup: int
     iterations: int
     progress: ProgressBar
@@ -177,6 +178,8 @@ def run_configuration(ctx: RunContext, cfg: Configuration, outcome: Outcome) -> 
                 gpu_mem_util=exp.gpu_mem_util.get(cfg.engine),
                 command_snippet=shlex.join(argv),
                 model_revision=exp.target.revision,
+                prompt_seed=ctx.prompt_seed,
+                toy_model=exp.toy_model,
             )
             payload: Payload = measure(
                 run_spec, progress, telemetry=sampler, no_telemetry_reason=started.reason

@@ -98,8 +98,10 @@ def _run_provenance(
 
 
 def _lock(exp: Experiment, opts: MatrixOptions, run_id: str) -> RunLock:
+    seed = exp.workload.prompt_seed
     return RunLock(
         run_id=run_id,
+        prompt_seed=seed if seed is not None else secrets.randbelow(2**31),
         created_at=utc_now(),
         simulated=opts.emulated,
         launcher=opts.launcher,
@@ -151,9 +153,11 @@ def run_matrix(
             raise InputError(
                 "--resume", "the experiment (or emulate mode) differs from the one in the lock"
             )
-        run_id = old.run_id
+        lock = old
     else:
-        arts.write_model(arts.lock, _lock(exp, opts, run_id))
+        lock = _lock(exp, opts, run_id)
+        arts.write_model(arts.lock, lock)
+    run_id = lock.run_id
     if not arts.hardware.exists():
         hw = hardware or _host_hardware()
         arts.write_model(arts.hardware, hw)
@@ -180,7 +184,17 @@ def run_matrix(
             ProgressBar(total, enabled=opts.show_progress, eta=True) as progress,
         ):
             ctx = RunContext(
-                exp, opts, arts, launcher, hw, run_id, warmup, iterations, progress, telemetry
+                exp,
+                opts,
+                arts,
+                launcher,
+                hw,
+                run_id,
+                lock.prompt_seed,
+                warmup,
+                iterations,
+                progress,
+                telemetry,
             )
             for cfg in selected:
                 levels = exp.levels_for(cfg)

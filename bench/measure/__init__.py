@@ -32,6 +32,7 @@ from bench.measure._workload import (
     PromptFactory,
     find_cached_tokenizer,
     load_tokenizer,
+    nonce_stream,
     prompt_sha256,
 )
 
@@ -55,6 +56,7 @@ __all__ = [
     "judge",
     "load_tokenizer",
     "measure",
+    "nonce_stream",
     "parse_prometheus",
     "prompt_sha256",
     "request",

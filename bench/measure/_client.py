@@ -407,6 +407,7 @@ def interpret_chat_stream(
     rec.chunk_chars = chars
     text = "".join(text_parts)
     rec.output_sha256 = hashlib.sha256(text.encode()).hexdigest()
+    rec.output_text = text
     if rec.error is not None:
         return rec
     if raw.error is not None:

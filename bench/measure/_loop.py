@@ -16,6 +16,7 @@ model, impossible prompt size) raises ``InputError``.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import math
 from collections.abc import Sequence
@@ -33,11 +34,12 @@ from bench.core import (
     summarize,
     utc_now,
 )
+from bench.engines import get_engine
 from bench.machine import measured_summary, no_telemetry_note
 from bench.measure._acceptance import SGLANG_GAUGES, combine, delta, snapshot
 from bench.measure._client import Connection, RawResponse, chat_body, interpret_chat_stream, request
 from bench.measure._validity import measurement_reasons, throttle_warnings
-from bench.measure._workload import PromptFactory, load_tokenizer, prompt_sha256
+from bench.measure._workload import PromptFactory, load_tokenizer, nonce_stream, prompt_sha256
 from bench.schema import (
     PAYLOAD_SCHEMA,
     EngineFlags,
@@ -80,8 +82,10 @@ class RunSpec(StrictModel):
     iterations: int = Field(default=5, ge=1)
     tokenizer: Path | None = None
     allow_prompt_mismatch: bool = False
+    prompt_seed: int | None = Field(default=None, ge=0)
     request_timeout_s: float = Field(default=600.0, gt=0)
     simulated: bool = False
+    toy_model: bool = False
     run_id: str | None = None
     config_name: str | None = None
     command: list[str] = Field(default_factory=list)
@@ -167,6 +171,22 @@ async def _probe(spec: RunSpec) -> tuple[bool, list[str]]:
     return raw.is_emulator, ids
 
 
+async def _server_version(spec: RunSpec) -> str | None:
+    """The version the running server reports about itself (bench.engines: path and key);
+    None when it does not answer."""
+    engine = get_engine(spec.engine)
+    if not engine.version_path:
+        return None
+    raw = await request(spec.base_url, "GET", engine.version_path, timeout_s=PROBE_TIMEOUT_S)
+    if raw.status != 200:
+        return None
+    try:
+        value = json.loads(raw.body).get(engine.version_key)
+    except (ValueError, AttributeError):
+        return None
+    return str(value) if value else None
+
+
 async def _scrape(spec: RunSpec) -> tuple[MetricSnapshot | None, bool]:
     raw = await request(spec.base_url, "GET", "/metrics", timeout_s=PROBE_TIMEOUT_S)
     if raw.status != 200:
@@ -202,6 +222,8 @@ async def _one_iteration(
         interpret_chat_stream(raw, _request_id(raw, index, k), k, spec.max_tokens)
         for k, raw in enumerate(raws)
     ]
+    for rec, prompt in zip(records, prompts, strict=True):
+        rec.prompt_sha256 = hashlib.sha256(prompt.encode()).hexdigest()
     return _iteration_record(spec, index, warmup, records), list(raws), prompts
 
 
@@ -271,12 +293,21 @@ async def measure_async(
 ) -> Payload:
     started = utc_now()
     is_emulator, _ = await _probe(spec)
+    server_version = await _server_version(spec)
+    warnings: list[str] = []
+    if server_version is not None:
+        if spec.engine_version and spec.engine_version != server_version:
+            warnings.append(
+                f"the server reports version {server_version}, expected {spec.engine_version}"
+            )
+        spec = spec.model_copy(update={"engine_version": server_version})
     counter = load_tokenizer(spec.tokenizer) if spec.tokenizer else None
-    factory = PromptFactory(spec.prompt_tokens, counter)
+    factory = PromptFactory(
+        spec.prompt_tokens, counter, nonce_stream(spec.prompt_seed, spec.concurrency)
+    )
     await factory.calibrate(
         lambda p: _server_prompt_count(spec, p), allow_mismatch=spec.allow_prompt_mismatch
     )
-    warnings: list[str] = []
     iterations: list[IterationRecord] = []
     first_prompt: str | None = None
     total = spec.warmup + spec.iterations
@@ -406,6 +437,7 @@ def _payload(
             run_id=spec.run_id,
             config_name=spec.config_name,
             simulated=simulated,
+            toy_model=spec.toy_model,
         ),
         workload=Workload(
             prompt_tokens=spec.prompt_tokens,
@@ -415,6 +447,7 @@ def _payload(
             iterations=spec.iterations,
             temperature=spec.temperature,
             tokenizer=str(spec.tokenizer) if spec.tokenizer else None,
+            prompt_seed=spec.prompt_seed,
             allow_prompt_mismatch=spec.allow_prompt_mismatch,
         ),
         figures=figures,
@@ -432,6 +465,8 @@ def _payload(
         hardware=spec.hardware,
         engineName=spec.engine,
         engineVersion=spec.engine_version,
+        # The hardware that ran the engine, never a constant: no GPU means the CPU backend.
+        backend="cuda" if spec.hardware.gpuCount > 0 else "cpu",
         quantization=spec.quantization,
         tokSOut=figures.decode_tok_s.mean if figures.decode_tok_s else 0.0,
         ttftMs=figures.ttft_ms.mean if figures.ttft_ms else 0.0,

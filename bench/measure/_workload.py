@@ -51,9 +51,20 @@ def filler_words(n: int, seed: int = 0) -> list[str]:
     return [rng.choice(WORDS) for _ in range(n)]
 
 
-def new_nonce() -> str:
-    rng = random.Random(secrets.randbits(64))
+def new_nonce(rng: random.Random | None = None) -> str:
+    """``NONCE_PREFIX`` + six words: from ``rng`` (a seeded sequence) or fresh randomness."""
+    rng = rng or random.Random(secrets.randbits(64))
     return NONCE_PREFIX + " " + " ".join(rng.choice(WORDS) for _ in range(NONCE_WORDS)) + "."
+
+
+def nonce_stream(seed: int | None, concurrency: int) -> random.Random:
+    """The nonce sequence of one measurement. With a seed, two servers get the same prompts in
+    the same order at the same concurrency (greedy outputs can be compared request by request);
+    the concurrency is part of the stream, so the levels swept on one server never repeat a
+    prompt (no prefix-cache hit). Without a seed, fresh randomness."""
+    if seed is None:
+        return random.Random(secrets.randbits(64))
+    return random.Random(f"specbench-prompts:{seed}:c{concurrency}")
 
 
 def strip_nonce(prompt: str) -> str:
@@ -116,11 +127,16 @@ ServerCount = Callable[[str], Awaitable[int]]
 class PromptFactory:
     """Builds prompts of exactly ``target`` server-counted tokens."""
 
-    def __init__(self, target: int, counter: TokenCounter | None) -> None:
+    def __init__(
+        self, target: int, counter: TokenCounter | None, nonces: random.Random | None = None
+    ) -> None:
         if target < 1:
             raise InputError("--prompt-tokens", "must be at least 1")
         self.target = target
         self.counter = counter
+        # Measured prompts draw from ``nonces``; calibration probes never do, so the prompt
+        # sequence does not depend on how many probes a server needed.
+        self._nonces = nonces or random.Random(secrets.randbits(64))
         self.overhead: int | None = None  # template tokens (tokenizer mode)
         self.words: int | None = None  # filler words (server mode)
         self._filler = filler_words(max(64, target * 2))
@@ -177,8 +193,8 @@ class PromptFactory:
         )
 
     def build(self) -> str:
-        """A fresh prompt (new nonce) sized to the target."""
-        nonce = new_nonce()
+        """The next prompt (next nonce of the sequence) sized to the target."""
+        nonce = new_nonce(self._nonces)
         if self.counter is None:
             if self.words is None:
                 raise RuntimeError("calibrate() first")

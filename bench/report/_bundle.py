@@ -74,6 +74,13 @@ def publish(artifacts_dir: Path, out_dir: Path, tarball: bool = False) -> Path:
             f"refusing to publish: {n} payload(s) are SIMULATED (emulator output, "
             "not a measurement)",
         )
+    if rs.toy_model:
+        n = sum(1 for r in rs.runs if r.toy_model)
+        raise InputError(
+            str(artifacts_dir),
+            f"refusing to publish: {n} payload(s) come from a generated toy model (the engine "
+            "tier), not a benchmark",
+        )
     if not any(r.valid for r in rs.runs):
         raise InputError(str(artifacts_dir), "refusing to publish: no payload is valid")
     bad = [f.path for f in rs.files if "MISMATCH" in f.verdict or "FAILS" in f.verdict]
@@ -172,6 +179,8 @@ def _verify_dir(root: Path) -> list[str]:
             continue
         if pl.simulated:
             problems.append(f"{p.relative_to(root)}: SIMULATED payload in a published bundle")
+        if pl.evidence.run.toy_model:
+            problems.append(f"{p.relative_to(root)}: toy-model payload in a published bundle")
         valid += pl.evidence.validity.valid
     if payloads and not valid:
         problems.append("no valid payload in the bundle")

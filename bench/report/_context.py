@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from bench.core import StrictModel
+from bench.core import TOY_MODEL_BANNER, StrictModel
 from bench.report._claims import (
     Comparison,
     Pairwise,
@@ -19,6 +19,7 @@ from bench.report._claims import (
     ttft_leaders,
     within,
 )
+from bench.report._lossless import lossless
 from bench.report._model import RunSet, RunView
 from bench.report._text import pct
 
@@ -179,6 +180,8 @@ def build_context(rs: RunSet, reference: RunSet | None = None) -> dict[str, Any]
         "reference": reference,
         "side_by_side": side_by_side(rs, reference) if reference is not None else [],
         "valid_count": sum(1 for r in rs.runs if r.valid),
+        "lossless": lossless(rs.runs),
+        "toy_banner": TOY_MODEL_BANNER,
         "single_all_valid": lambda config, c: _valid_current(rs, config, c),
     }
 

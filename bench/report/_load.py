@@ -15,7 +15,16 @@ from typing import Any
 from bench.core import InputError, Summary, read_json_model, sha256_file
 from bench.engines import plan_entries
 from bench.report._machine import hardware_tables, provenance_tables, telemetry_view
-from bench.report._model import CommandBlock, ConfigInfo, Figure, FileEntry, Reason, RunSet, RunView
+from bench.report._model import (
+    CommandBlock,
+    ConfigInfo,
+    Figure,
+    FileEntry,
+    Reason,
+    RequestOutput,
+    RunSet,
+    RunView,
+)
 from bench.report._roofline import build_roofline
 from bench.schema import (
     LOCK_FILE,
@@ -80,7 +89,20 @@ def run_view(p: Payload, stem: str, log_lines: dict[str, list[str]] | None = Non
     flags = p.engineFlags
 
     tele, tele_note = telemetry_view(p)
+    outputs = tuple(
+        RequestOutput(
+            prompt_sha256=r.prompt_sha256,
+            output_sha256=r.output_sha256,
+            text=r.output_text,
+            token_chars=tuple(c for c in r.chunk_chars if c > 0),
+        )
+        for it in p.evidence.iterations
+        if not it.warmup
+        for r in it.requests
+        if r.prompt_sha256 is not None and r.output_text is not None and r.valid
+    )
     return RunView(
+        outputs=outputs,
         key=stem,
         config=config,
         engine=p.engineName,
@@ -90,6 +112,7 @@ def run_view(p: Payload, stem: str, log_lines: dict[str, list[str]] | None = Non
         concurrency=flags.concurrency,
         valid=p.evidence.validity.valid,
         simulated=p.simulated,
+        toy_model=p.evidence.run.toy_model,
         attempt=attempt,
         decode=_figure(fig.decode_tok_s, decode_samples),
         ttft=_figure(fig.ttft_ms, _per_iteration(p, "ttft")),

@@ -63,6 +63,17 @@ class Table(StrictModel):
     rows: tuple[tuple[str, ...], ...]
 
 
+class RequestOutput(StrictModel):
+    """One measured request's greedy output, for the lossless check."""
+
+    prompt_sha256: str
+    output_sha256: str | None
+    text: str
+    token_chars: tuple[int, ...] = Field(
+        default=(), description="characters of each content chunk, in stream order"
+    )
+
+
 class RunView(StrictModel):
     """One configuration at one concurrency level (one payload, or one published row)."""
 
@@ -75,6 +86,7 @@ class RunView(StrictModel):
     concurrency: int = 1
     valid: bool = True
     simulated: bool = False
+    toy_model: bool = False
     attempt: str | None = Field(default=None, description="label of a superseded attempt")
     decode: Figure = Figure()
     ttft: Figure = Figure()
@@ -97,6 +109,9 @@ class RunView(StrictModel):
     warmup: int | None = None
     telemetry: TelemetryView | None = None
     telemetry_note: str | None = Field(default=None, description="why there is no telemetry")
+    outputs: tuple[RequestOutput, ...] = Field(
+        default=(), description="measured requests with a recorded prompt hash and output text"
+    )
 
 
 class ConfigInfo(StrictModel):
@@ -212,6 +227,10 @@ class RunSet(StrictModel):
     @property
     def simulated(self) -> bool:
         return any(r.simulated for r in self.runs)
+
+    @property
+    def toy_model(self) -> bool:
+        return any(r.toy_model for r in self.runs)
 
     def config_info(self, name: str) -> ConfigInfo | None:
         return next((c for c in self.configs if c.name == name), None)

@@ -82,6 +82,9 @@ class Image(StrictModel):
     image: str = Field(min_length=1, description="repository:tag, without the digest")
     digest: str = Field(description="sha256:<64 hex> of the image, or 'unresolved'")
     version: str = Field(min_length=1, description="upstream engine version inside the image")
+    device: Literal["cuda", "cpu"] = Field(
+        default="cuda", description="cuda: the container gets the GPUs; cpu: a CPU build"
+    )
     build: ImageBuild | None = None
     notes: str | None = None
 
@@ -164,6 +167,12 @@ class WorkloadSpec(StrictModel):
     iterations: int = Field(ge=1)
     concurrency: list[int] = Field(min_length=1)
     request_timeout_s: float = Field(default=600.0, gt=0)
+    prompt_seed: int | None = Field(
+        default=None,
+        ge=0,
+        description="seed of the prompt nonces; every configuration gets the same prompts in the "
+        "same order (None: the matrix draws one per run and records it in the lock)",
+    )
 
     @field_validator("concurrency")
     @classmethod
@@ -250,6 +259,11 @@ class Experiment(StrictModel):
     name: Name
     title: str | None = Field(default=None, description="the report's title (default: name)")
     description: str = ""
+    toy_model: bool = Field(
+        default=False,
+        description="a generated tiny model (the engine tier): every payload and report says "
+        "so and publish refuses it",
+    )
     served_model: str = Field(min_length=1, description="alias the servers expose")
     quantization: str = Field(min_length=1)
     tensor_parallel: int = Field(ge=1)

@@ -93,6 +93,12 @@ class RequestRecord(MutableModel):
     chunk_times: list[float] = Field(default_factory=list)
     chunk_chars: list[int] = Field(default_factory=list)
     output_sha256: str | None = None
+    output_text: str | None = Field(
+        default=None, description="the streamed content + reasoning text, for the lossless check"
+    )
+    prompt_sha256: str | None = Field(
+        default=None, description="sha256 of this request's whole prompt, nonce included"
+    )
     http_status: int | None = None
     error: str | None = None
     reasons: list[str] = Field(default_factory=list)
@@ -193,6 +199,11 @@ class Workload(StrictModel):
     temperature: float = 0.0
     ignore_eos: bool = True
     tokenizer: str | None = Field(default=None, description="tokenizer used to size prompts")
+    prompt_seed: int | None = Field(
+        default=None,
+        description="seed of the prompt nonces: runs with the same seed and concurrency send the "
+        "same prompts in the same order (None: fresh randomness)",
+    )
     allow_prompt_mismatch: bool = Field(
         default=False,
         description="run with --allow-prompt-mismatch: a server prompt count other than "
@@ -210,6 +221,9 @@ class RunInfo(StrictModel):
     run_id: str | None = None
     config_name: str | None = None
     simulated: bool = False
+    toy_model: bool = Field(
+        default=False, description="a real engine on a generated tiny model: never publishable"
+    )
 
 
 class Evidence(StrictModel):

@@ -40,6 +40,9 @@ class RunLock(StrictModel):
     simulated: bool
     launcher: Literal["docker", "process"]
     overrides: RunOverrides = Field(default_factory=RunOverrides)
+    prompt_seed: int = Field(
+        ge=0, description="the prompt-nonce seed every configuration of this run used"
+    )
     unresolved_pins: list[str] = Field(default_factory=list)
     experiment: Experiment
 

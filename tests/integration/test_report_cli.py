@@ -40,6 +40,20 @@ def test_publish_refuses_simulated_and_invalid_only(tmp_path: Path) -> None:
     assert not (tmp_path / "b1").exists() and not (tmp_path / "b2").exists()
 
 
+def test_toy_model_runs_are_labelled_and_never_published(tmp_path: Path) -> None:
+    specs = seed_matrix(simulated=False, sweep=False)
+    for s in specs:
+        s.toy_model = True
+    art = write_artifacts(tmp_path / "art", specs)
+    res = cli("report", str(art), "--out", str(tmp_path / "out"))
+    assert res.returncode == 0, res.stderr
+    text = (tmp_path / "out" / "REPORT.md").read_text()
+    assert text.startswith("> **REAL ENGINE, TOY MODEL:") and "SIMULATED" not in text
+    res = cli("publish", str(art), "--out", str(tmp_path / "bundle"))
+    assert res.returncode == 2 and "toy model" in res.stderr
+    assert not (tmp_path / "bundle").exists()
+
+
 def test_publish_and_verify_bundle(tmp_path: Path) -> None:
     art = write_artifacts(tmp_path / "art", seed_matrix(simulated=False, sweep=False))
     bundle = tmp_path / "bundle"

@@ -10,7 +10,13 @@ from pathlib import Path
 import pytest
 
 from bench.core import InputError
-from bench.measure import PromptFactory, find_cached_tokenizer, load_tokenizer, prompt_sha256
+from bench.measure import (
+    PromptFactory,
+    find_cached_tokenizer,
+    load_tokenizer,
+    nonce_stream,
+    prompt_sha256,
+)
 
 OVERHEAD = 9
 
@@ -79,3 +85,25 @@ def test_cached_tokenizer_found_in_the_hf_cache_layout(
     )
     assert find_cached_tokenizer("btbtyler09/Qwen3.8-27B-GPTQ-4bit", "c" * 40) is None
     assert find_cached_tokenizer("someone/else") is None
+
+
+def test_seeded_prompts_repeat_across_servers_and_never_within_one() -> None:
+    """Same seed and concurrency: the same prompts in the same order, whatever the calibration
+    needed; another concurrency level (the same server's next sweep step) never repeats one."""
+
+    async def lumpy(text: str) -> int:  # a second server whose calibration takes more probes
+        return words(text) + OVERHEAD
+
+    a = PromptFactory(100, None, nonce_stream(7, concurrency=4))
+    asyncio.run(a.calibrate(server))
+    b = PromptFactory(100, None, nonce_stream(7, concurrency=4))
+    asyncio.run(b.calibrate(lumpy))
+    first = [a.build() for _ in range(12)]
+    assert first == [b.build() for _ in range(12)]
+    assert len(set(first)) == 12
+    c = PromptFactory(100, None, nonce_stream(7, concurrency=8))
+    asyncio.run(c.calibrate(server))
+    assert not set(first) & {c.build() for _ in range(12)}
+    d = PromptFactory(100, None, nonce_stream(None, concurrency=4))
+    asyncio.run(d.calibrate(server))
+    assert d.build() not in first
