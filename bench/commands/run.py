@@ -56,7 +56,9 @@ def run(
     mode: Annotated[Mode, typer.Option(help="only 'remote': the server already runs")] = (
         Mode.remote
     ),
-    spec_method: Annotated[str, typer.Option(help="dflash, mtp or none")] = "none",
+    spec_method: Annotated[
+        str, typer.Option(help="dflash, mtp, draft_model, ngram or none")
+    ] = "none",
     spec_num_tokens: Annotated[int | None, typer.Option(help="speculative tokens")] = None,
     spec_draft_model: Annotated[str | None, typer.Option(help="draft model id")] = None,
     concurrency: Annotated[int, typer.Option(help="streams per iteration")] = 1,

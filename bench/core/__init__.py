@@ -15,6 +15,7 @@ from bench.core._files import ensure_dir, ensure_writable_file, sha256_file, wri
 from bench.core._model import MutableModel, StrictModel, read_json_model
 from bench.core._stats import Summary, percentile, summarize, t_cdf, welch
 from bench.core._vocab import (
+    DRAFT_CHECKPOINT_METHODS,
     EMULATOR_IMAGE,
     ENGINE_NAMES,
     SIMULATED_BANNER,
@@ -26,6 +27,7 @@ from bench.core._vocab import (
 )
 
 __all__ = [
+    "DRAFT_CHECKPOINT_METHODS",
     "EMULATOR_IMAGE",
     "ENGINE_NAMES",
     "SIMULATED_BANNER",

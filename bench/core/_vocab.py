@@ -6,7 +6,11 @@ from __future__ import annotations
 import datetime as dt
 from typing import Final, Literal
 
-SpecMethod = Literal["DFLASH", "MTP", "NONE"]
+# DRAFT_MODEL (a separate small model as the drafter) and NGRAM (prompt lookup) exist for the
+# engine tier on vLLM's CPU build; the seed's comparison uses DFLASH and MTP.
+SpecMethod = Literal["DFLASH", "MTP", "DRAFT_MODEL", "NGRAM", "NONE"]
+# Methods whose drafter is a separate checkpoint (the configuration names it in draft_model).
+DRAFT_CHECKPOINT_METHODS: Final = ("DFLASH", "DRAFT_MODEL")
 EngineName = Literal["vllm", "sglang"]
 ENGINE_NAMES: Final[tuple[EngineName, ...]] = ("vllm", "sglang")
 

@@ -92,4 +92,6 @@ class SGLang(Engine):
             steps = flag_value(cfg.args, "--speculative-num-steps")
             if steps != str(k):
                 problems.append(f"--speculative-num-steps {steps} != spec_num_tokens ({k})")
+        else:
+            problems.append(f"method {cfg.method} is not wired for SGLang in specbench")
         return problems

@@ -82,4 +82,13 @@ class VLLM(Engine):
                 problems.append(f"--speculative-config model {spec.get('model')!r} != {draft.path}")
         elif cfg.method == "MTP" and method not in MTP_METHODS:
             problems.append(f"--speculative-config method {method!r} is not an MTP method")
+        elif cfg.method == "DRAFT_MODEL":
+            # vllm/config/speculative.py: method "draft_model" with the drafter's path as model
+            draft = experiment.draft_for(cfg)
+            if method != "draft_model":
+                problems.append(f"--speculative-config method {method!r} is not 'draft_model'")
+            if draft is not None and spec.get("model") != draft.path:
+                problems.append(f"--speculative-config model {spec.get('model')!r} != {draft.path}")
+        elif cfg.method == "NGRAM" and method != "ngram":
+            problems.append(f"--speculative-config method {method!r} is not 'ngram'")
         return problems

@@ -10,7 +10,13 @@ _INLINE_SPECIAL = re.compile(r"([\\`*_\[\]<>#!|~&])")
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
 
 ENGINE_NAMES = {"vllm": "vLLM", "sglang": "SGLang"}
-METHOD_NAMES = {"DFLASH": "DFlash", "MTP": "MTP", "NONE": "no speculation"}
+METHOD_NAMES = {
+    "DFLASH": "DFlash",
+    "MTP": "MTP",
+    "DRAFT_MODEL": "draft model",
+    "NGRAM": "n-gram",
+    "NONE": "no speculation",
+}
 
 
 def engine_label(engine: str) -> str:

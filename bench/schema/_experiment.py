@@ -16,6 +16,7 @@ import yaml
 from pydantic import Field, ValidationError, field_validator, model_validator
 
 from bench.core import (
+    DRAFT_CHECKPOINT_METHODS,
     EngineName,
     InputError,
     SpecMethod,
@@ -239,8 +240,10 @@ class Configuration(StrictModel):
                 raise ValueError("a NONE (baseline) configuration has no spec_num_tokens/draft")
         elif self.spec_num_tokens is None:
             raise ValueError(f"spec_num_tokens is required for method {self.method}")
-        if self.method == "DFLASH" and self.draft_model is None:
-            raise ValueError("draft_model is required for method DFLASH")
+        if self.method in DRAFT_CHECKPOINT_METHODS and self.draft_model is None:
+            raise ValueError(f"draft_model is required for method {self.method}")
+        if self.method not in DRAFT_CHECKPOINT_METHODS and self.draft_model is not None:
+            raise ValueError(f"method {self.method} takes no draft_model")
         return self
 
     @property
