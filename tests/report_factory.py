@@ -66,6 +66,7 @@ class Spec:
     draft_model: str | None = None
     acceptance: tuple[int, int, int] | None = (1000, 4000, 2400)  # drafts, draft tokens, accepted
     acceptance_raw: dict[str, Any] = field(default_factory=dict)
+    accepted_per_position: tuple[int, ...] = ()
     reasons: list[ValidityReason] = field(default_factory=list)
     simulated: bool = True
     toy_model: bool = False
@@ -114,6 +115,7 @@ def payload(s: Spec) -> Payload:
             accepted_tokens=a,
             acceptance_rate=a / dt if dt else None,
             mean_acceptance_length=1 + a / d if d else None,
+            accepted_per_position=list(s.accepted_per_position),
             source=f"{s.engine} /metrics",
         )
     invalid = any(r.severity == "invalid" for r in s.reasons)
@@ -263,6 +265,20 @@ def lock_for(specs: list[Spec]) -> str:
         if cfg.name == "sglang-dflash":
             args[args.index("--max-running-requests") + 1] = "5"
         configs.append(cfg.model_copy(update={"concurrency": levels[cfg.name], "args": args}))
+    return _lock(exp.model_copy(update={"configurations": configs}))
+
+
+def depth_lock(specs: list[Spec]) -> str:
+    """The lock of the depth experiment cut to the specs' configurations and levels."""
+    exp = load_experiment("bench/experiments/qwen38-27b-gptq-2x3090-depth.yaml")
+    levels: dict[str, list[int]] = {}
+    for s in specs:
+        levels[s.config] = sorted({*levels.get(s.config, []), s.concurrency})
+    configs = [
+        c.model_copy(update={"concurrency": levels[c.name]})
+        for c in exp.configurations
+        if c.name in levels
+    ]
     return _lock(exp.model_copy(update={"configurations": configs}))
 
 

@@ -44,6 +44,12 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="admission cap (the configuration's --max-num-seqs / --max-running-requests)",
     )
+    parser.add_argument(
+        "--spec-tokens",
+        type=int,
+        default=None,
+        help="speculative depth (the configuration's number of draft tokens; default: profile's)",
+    )
     return parser
 
 
@@ -58,6 +64,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             exit_code=args.exit_code,
             served_model=args.served_model,
             max_running_requests=args.max_running_requests,
+            spec_tokens=args.spec_tokens,
         )
     except (ProfileError, ValueError) as err:
         print(f"bench.emulator: error: {err}", file=sys.stderr)

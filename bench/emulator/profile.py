@@ -61,6 +61,11 @@ class SpecSettings(_Strict):
     #: conditional probability that draft position i is accepted given 0..i-1 were
     acceptance: tuple[float, ...]
     draft_model_type: str = "DFlash2DraftModel"
+    #: decode step cost of one more draft position (ms, unscaled); what a depth sweep trades
+    #: against the extra accepted tokens
+    draft_token_ms: float = Field(default=0.0, ge=0.0)
+    #: factor by which the conditional acceptance decays at positions past the profile's list
+    acceptance_decay: float = Field(default=0.9, gt=0.0, le=1.0)
 
     @field_validator("acceptance")
     @classmethod
@@ -68,6 +73,17 @@ class SpecSettings(_Strict):
         if any(not 0.0 <= p <= 1.0 for p in v):
             raise ValueError("each acceptance probability must lie in [0, 1]")
         return v
+
+    def at_depth(self, k: int) -> tuple[SpecSettings, float]:
+        """The settings at ``k`` draft tokens and the change of the step time (ms): positions
+        past the profile's list extrapolate the last probability by ``acceptance_decay``."""
+        probs = list(self.acceptance[:k])
+        while len(probs) < k:
+            probs.append((probs[-1] if probs else 0.5) * self.acceptance_decay)
+        delta_ms = (k - self.num_speculative_tokens) * self.draft_token_ms
+        return self.model_copy(
+            update={"num_speculative_tokens": k, "acceptance": tuple(probs)}
+        ), delta_ms
 
     def expected_accepted(self) -> float:
         """Mean accepted draft tokens per step (tokens per step = 1 + this)."""
@@ -139,6 +155,18 @@ class Profile(_Strict):
     def prefill_ms(self, prompt_tokens: int) -> float:
         return self.prefill_base_ms + self.prefill_per_token_ms * prompt_tokens
 
+    def iteration_s(self, prompt_tokens: int, max_tokens: int, concurrency: int) -> float:
+        """Seconds one iteration of ``concurrency`` streams takes on this schedule (unscaled):
+        admitted in waves of the admission cap, each wave a prefill plus the decode steps that
+        ``max_tokens`` needs at the expected tokens per step."""
+        cap = self.max_running_requests or concurrency
+        batch = min(concurrency, cap)
+        waves = -(-concurrency // cap)
+        per_step = 1.0 + (self.spec.expected_accepted() if self.spec else 0.0)
+        steps = max_tokens / per_step
+        wave_s = (self.prefill_ms(prompt_tokens * batch) + steps * self.step_ms(batch)) / 1000.0
+        return waves * wave_s
+
     def has(self, mode: FailMode) -> bool:
         return mode in self.failures.modes
 
@@ -150,8 +178,10 @@ class Profile(_Strict):
         exit_code: int | None = None,
         served_model: str | None = None,
         max_running_requests: int | None = None,
+        spec_tokens: int | None = None,
     ) -> Profile:
-        """A copy with CLI/test overrides applied (and validated)."""
+        """A copy with CLI/test overrides applied (and validated). ``spec_tokens`` runs the
+        profile at another speculative depth (``SpecSettings.at_depth``)."""
         failures = self.failures.model_dump()
         failures["modes"] = tuple(dict.fromkeys((*self.failures.modes, *fail)))
         if exit_code is not None:
@@ -164,6 +194,10 @@ class Profile(_Strict):
             data["served_model"] = served_model
         if max_running_requests is not None:
             data["max_running_requests"] = max_running_requests
+        if spec_tokens is not None and self.spec is not None:
+            spec, delta_ms = self.spec.at_depth(spec_tokens)
+            data["spec"] = spec.model_dump()
+            data["decode_step_ms"] = {b: ms + delta_ms for b, ms in self.decode_step_ms.items()}
         return Profile.model_validate(data)
 
 

@@ -96,6 +96,19 @@ def flag_value(args: list[str], flag: str) -> str | None:
     return None
 
 
+def with_flag(args: list[str], flag: str, value: str) -> list[str]:
+    """``args`` with ``flag``'s value replaced (``--f v`` or ``--f=v``); KeyError if absent."""
+    out = list(args)
+    for i, a in enumerate(out):
+        if a == flag and i + 1 < len(out):
+            out[i + 1] = value
+            return out
+        if a.startswith(flag + "="):
+            out[i] = f"{flag}={value}"
+            return out
+    raise KeyError(flag)
+
+
 def has_flag(args: list[str], prefix: str) -> list[str]:
     """Flags in ``args`` that start with ``prefix`` (e.g. '--speculative')."""
     return [a.split("=", 1)[0] for a in args if a.startswith(prefix)]
@@ -158,6 +171,10 @@ class Engine:
         ]
         return problems + self.spec_problems(cfg, experiment)
 
+    def depth_args(self, args: list[str], k: int) -> list[str]:
+        """``args`` rewritten to draft ``k`` tokens per step (a depth sweep's one point)."""
+        raise NotImplementedError(f"{self.name}: no speculative-depth rewrite")
+
     def emulator_argv(
         self, cfg: Configuration, *, host: str, port: int, served_model: str | None = None
     ) -> list[str]:
@@ -169,6 +186,8 @@ class Engine:
             argv += ["--max-running-requests", cap]
         if served_model:
             argv += ["--served-model", served_model]
+        if cfg.spec_num_tokens is not None:  # the emulator drafts as deep as the server would
+            argv += ["--spec-tokens", str(cfg.spec_num_tokens)]
         for mode in cfg.emulator.fail:
             argv += ["--fail", mode]
         return argv

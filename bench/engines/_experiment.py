@@ -8,17 +8,68 @@ from typing import Any
 
 from bench.core import InputError
 from bench.engines._registry import get_engine
-from bench.schema import Experiment, parse_experiment_document, read_experiment_document
+from bench.schema import (
+    Configuration,
+    Deviation,
+    Experiment,
+    parse_experiment_document,
+    read_experiment_document,
+)
 
 
 def parse_experiment(data: Any, source: str) -> Experiment:
-    """Validate a parsed experiment document, then every configuration against its engine."""
+    """Validate a parsed experiment document, then every configuration against its engine;
+    a depth sweep is expanded into one configuration per depth (each checked the same way)."""
     exp = parse_experiment_document(data, source)
     for i, cfg in enumerate(exp.configurations):
         problems = get_engine(cfg.engine).check(cfg, exp)
         if problems:
             raise InputError(f"{source}: configurations.{i}.args", problems[0])
-    return exp
+    return expand_depth_sweeps(exp, source)
+
+
+def at_depth(cfg: Configuration, k: int) -> Configuration:
+    """One point of ``cfg``'s depth sweep: named ``<name>-k<k>``, its flags rewritten by the
+    engine, and a deviation recorded where k differs from the declared number of tokens."""
+    deviations = list(cfg.deviations)
+    if k != cfg.spec_num_tokens:
+        deviations.append(
+            Deviation(
+                flag="speculative tokens",
+                seed=str(cfg.spec_num_tokens),
+                used=str(k),
+                reason=f"depth sweep of {cfg.name}: one point of {cfg.depth_sweep}",
+            )
+        )
+    return cfg.model_copy(
+        update={
+            "name": f"{cfg.name}-k{k}",
+            "spec_num_tokens": k,
+            "args": get_engine(cfg.engine).depth_args(cfg.args, k),
+            "deviations": deviations,
+            "depth_sweep": None,
+            "depth_of": cfg.name,
+        }
+    )
+
+
+def expand_depth_sweeps(exp: Experiment, source: str = "<experiment>") -> Experiment:
+    """The experiment with every depth sweep replaced by its points, in declaration order."""
+    if not any(c.depth_sweep for c in exp.configurations):
+        return exp
+    configs: list[Configuration] = []
+    for cfg in exp.configurations:
+        configs.extend([at_depth(cfg, k) for k in cfg.depth_sweep] if cfg.depth_sweep else [cfg])
+    names = [c.name for c in configs]
+    dup = next((n for n in names if names.count(n) > 1), None)
+    if dup is not None:
+        raise InputError(f"{source}: configurations", f"the depth sweep makes {dup!r} twice")
+    out = exp.model_copy(update={"configurations": configs})
+    for cfg in configs:
+        problems = get_engine(cfg.engine).check(cfg, out)
+        if problems:
+            raise InputError(f"{source}: configurations ({cfg.name})", problems[0])
+    return out
 
 
 def load_experiment(path: Path | str) -> Experiment:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from bench.engines._base import Engine, LogPattern, flag_value, has_flag
+from bench.engines._base import Engine, LogPattern, flag_value, has_flag, with_flag
 
 if TYPE_CHECKING:
     from bench.schema import Configuration, Experiment
@@ -66,6 +66,14 @@ class SGLang(Engine):
             experiment.served_model,
             "--enable-metrics",
         ]
+
+    def depth_args(self, args: list[str], k: int) -> list[str]:
+        """k draft tokens = a block of k+1 (``--speculative-num-draft-tokens``; the anchor token
+        counts); MTP also chains k steps (``--speculative-num-steps``)."""
+        out = with_flag(args, "--speculative-num-draft-tokens", str(k + 1))
+        if flag_value(out, "--speculative-num-steps") is not None:
+            out = with_flag(out, "--speculative-num-steps", str(k))
+        return out
 
     def spec_problems(self, cfg: Configuration, experiment: Experiment) -> list[str]:
         algo = flag_value(cfg.args, "--speculative-algorithm")

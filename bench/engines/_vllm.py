@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING
 
-from bench.engines._base import Engine, LogPattern, flag_value
+from bench.engines._base import Engine, LogPattern, flag_value, with_flag
 
 if TYPE_CHECKING:
     from bench.schema import Configuration, Experiment
@@ -54,6 +54,12 @@ class VLLM(Engine):
 
     def plumbing_args(self, experiment: Experiment, host: str, port: int) -> list[str]:
         return ["--host", host, "--port", str(port), "--served-model-name", experiment.served_model]
+
+    def depth_args(self, args: list[str], k: int) -> list[str]:
+        """``num_speculative_tokens`` of ``--speculative-config`` set to ``k``."""
+        spec = json.loads(flag_value(args, "--speculative-config") or "{}")
+        spec["num_speculative_tokens"] = k
+        return with_flag(args, "--speculative-config", json.dumps(spec, separators=(",", ":")))
 
     def spec_problems(self, cfg: Configuration, experiment: Experiment) -> list[str]:
         raw = flag_value(cfg.args, "--speculative-config")

@@ -1,9 +1,61 @@
-"""What a matrix would run, without running anything, as Markdown (``specbench plan``)."""
+"""What a matrix would run, without running anything, as Markdown (``specbench plan``), with
+an estimate of its wall time.
+
+The estimate comes from each configuration's emulator profile: a schedule shaped after the seed
+report's figures (load time, prefill, decode step time per batch size, acceptance, admission
+cap), run at the configuration's speculative depth. It is an estimate for the seed's hardware,
+labelled as such; the real run takes what it takes.
+"""
 
 from __future__ import annotations
 
-from bench.engines import DEFAULT_MODEL_CACHE, plan_entries
-from bench.schema import Experiment
+from bench.core import StrictModel
+from bench.emulator.runner import resolve_profile
+from bench.engines import DEFAULT_MODEL_CACHE, flag_value, get_engine, plan_entries
+from bench.schema import Configuration, Experiment
+
+
+class ConfigurationEstimate(StrictModel):
+    name: str
+    start_s: float
+    measure_s: float
+
+    @property
+    def total_s(self) -> float:
+        return self.start_s + self.measure_s
+
+
+def estimate(
+    experiment: Experiment,
+    cfg: Configuration,
+    warmup: int | None = None,
+    iterations: int | None = None,
+) -> ConfigurationEstimate:
+    """Server start plus every level's warmup and measured iterations, on the profile's clock."""
+    w = experiment.workload
+    engine = get_engine(cfg.engine)
+    cap = flag_value(cfg.args, engine.admission_flag) if engine.admission_flag else None
+    profile = resolve_profile(
+        cfg.engine,
+        cfg.emulator.profile,
+        max_running_requests=int(cap) if cap else None,
+        spec_tokens=cfg.spec_num_tokens,
+    )
+    n = (w.warmup if warmup is None else warmup) + (
+        w.iterations if iterations is None else iterations
+    )
+    measure_s = sum(
+        n * profile.iteration_s(w.prompt_tokens, w.max_tokens, c)
+        for c in experiment.levels_for(cfg)
+    )
+    return ConfigurationEstimate(
+        name=cfg.name, start_s=profile.load_s + profile.warmup_s, measure_s=measure_s
+    )
+
+
+def duration(seconds: float) -> str:
+    minutes = round(seconds / 60)
+    return f"{minutes // 60} h {minutes % 60:02d} min" if minutes >= 60 else f"{minutes} min"
 
 
 def render_plan(
@@ -23,6 +75,14 @@ def render_plan(
         f" warmup {w.warmup}, iterations {w.iterations}.",
         "",
     ]
+    estimates = [estimate(experiment, cfg) for cfg in experiment.select(only)]
+    total = sum(e.total_s for e in estimates)
+    lines += [
+        f"Estimated wall time: {duration(total)} for {len(estimates)} server start(s) "
+        f"(ESTIMATE from the emulator profiles, which are shaped after the seed report's "
+        f"dual-RTX-3090 figures; server starts {duration(sum(e.start_s for e in estimates))}).",
+        "",
+    ]
     unresolved = experiment.unresolved_pins()
     if unresolved:
         lines += ["Unresolved pins (real runs refuse them unless --allow-unpinned):", ""]
@@ -31,7 +91,11 @@ def render_plan(
     for e in plan_entries(experiment, only, model_cache=model_cache):
         spec = f"{e.method} k={e.spec_num_tokens}" if e.spec_num_tokens else e.method
         lines += [f"## {e.name} ({e.engine}, {spec})", ""]
-        lines.append(f"Image: `{e.image}`; concurrency {', '.join(map(str, e.concurrency))}.")
+        est = next(x for x in estimates if x.name == e.name)
+        lines.append(
+            f"Image: `{e.image}`; concurrency {', '.join(map(str, e.concurrency))}; "
+            f"estimated {duration(est.total_s)}."
+        )
         if e.expect_invalid:
             lines.append(f"Expected invalid: {e.expect_invalid}")
         lines += ["", "Server command:", "", "```", e.command, "```", ""]

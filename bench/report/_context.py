@@ -19,6 +19,7 @@ from bench.report._claims import (
     ttft_leaders,
     within,
 )
+from bench.report._depth import depth_sweeps
 from bench.report._lossless import lossless
 from bench.report._model import RunSet, RunView
 from bench.report._text import pct
@@ -181,6 +182,7 @@ def build_context(rs: RunSet, reference: RunSet | None = None) -> dict[str, Any]
         "side_by_side": side_by_side(rs, reference) if reference is not None else [],
         "valid_count": sum(1 for r in rs.runs if r.valid),
         "lossless": lossless(rs.runs),
+        "depth": depth_sweeps(rs),
         "toy_banner": TOY_MODEL_BANNER,
         "single_all_valid": lambda config, c: _valid_current(rs, config, c),
     }

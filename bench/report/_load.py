@@ -122,6 +122,7 @@ def run_view(p: Payload, stem: str, log_lines: dict[str, list[str]] | None = Non
         drafts=acc.drafts if acc else None,
         draft_tokens=acc.draft_tokens if acc else None,
         accepted_tokens=acc.accepted_tokens if acc else None,
+        accepted_per_position=tuple(acc.accepted_per_position) if acc else (),
         acceptance_source=acc.source if acc else None,
         acceptance_raw=dict(p.evidence.acceptance_raw),
         reasons=reasons,
@@ -204,6 +205,7 @@ def _experiment_infos(
                 deviations=tuple(d.model_dump() for d in exp.deviations_for(cfg)),
                 concurrency=tuple(exp.levels_for(cfg)),
                 rationale=cfg.notes,
+                depth_of=cfg.depth_of,
             )
         )
     commands: list[CommandBlock] = []

@@ -96,6 +96,9 @@ class RunView(StrictModel):
     drafts: int | None = None
     draft_tokens: int | None = None
     accepted_tokens: int | None = None
+    accepted_per_position: tuple[int, ...] = Field(
+        default=(), description="accepted draft tokens at each position (vLLM's counters)"
+    )
     acceptance_source: str | None = None
     acceptance_raw: dict[str, Any] = Field(default_factory=dict)
     reasons: tuple[Reason, ...] = ()
@@ -130,6 +133,7 @@ class ConfigInfo(StrictModel):
     )
     rationale: str | None = None
     notes: tuple[str, ...] = ()
+    depth_of: str | None = Field(default=None, description="the depth sweep this point is of")
 
 
 class PublishedDelta(StrictModel):

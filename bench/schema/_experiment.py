@@ -217,6 +217,14 @@ class Configuration(StrictModel):
     args: list[str] = Field(description="server flags after the model, the seed's verbatim")
     deviations: list[Deviation] = Field(default_factory=list)
     concurrency: list[int] | None = None
+    depth_sweep: list[int] | None = Field(
+        default=None,
+        description="speculative depths to sweep: one server start per k, each a configuration "
+        "named <name>-k<k> (bench.engines expands it)",
+    )
+    depth_of: str | None = Field(
+        default=None, description="set by the expansion: the swept configuration's name"
+    )
     emulator: EmulatorSpec
     expect_invalid: str | None = Field(
         default=None, description="why this configuration is expected to be judged invalid"
@@ -233,6 +241,19 @@ class Configuration(StrictModel):
     def _levels(cls, v: list[int] | None) -> list[int] | None:
         return None if v is None else _check_levels(v)
 
+    @field_validator("depth_sweep")
+    @classmethod
+    def _depths(cls, v: list[int] | None) -> list[int] | None:
+        if v is None:
+            return None
+        if not v:
+            raise ValueError("an empty depth sweep: list the numbers of speculative tokens")
+        if any(k < 1 for k in v):
+            raise ValueError("every depth must be >= 1 speculative token")
+        if len(set(v)) != len(v):
+            raise ValueError("depths must be unique")
+        return sorted(v)
+
     @model_validator(mode="after")
     def _spec_consistent(self) -> Configuration:
         if self.method == "NONE":
@@ -240,6 +261,8 @@ class Configuration(StrictModel):
                 raise ValueError("a NONE (baseline) configuration has no spec_num_tokens/draft")
         elif self.spec_num_tokens is None:
             raise ValueError(f"spec_num_tokens is required for method {self.method}")
+        if self.method == "NONE" and self.depth_sweep is not None:
+            raise ValueError(f"depth_sweep: {self.name} has no speculation to sweep")
         if self.method in DRAFT_CHECKPOINT_METHODS and self.draft_model is None:
             raise ValueError(f"draft_model is required for method {self.method}")
         if self.method not in DRAFT_CHECKPOINT_METHODS and self.draft_model is not None:
@@ -328,9 +351,14 @@ class Experiment(StrictModel):
         return [c.name for c in self.configurations]
 
     def select(self, only: list[str] | None) -> list[Configuration]:
+        """The named configurations; a depth sweep's name selects every point of it."""
         if not only:
             return list(self.configurations)
-        return [self.configuration(n) for n in only]
+        out: list[Configuration] = []
+        for n in only:
+            points = [c for c in self.configurations if c.depth_of == n]
+            out.extend(points or [self.configuration(n)])
+        return out
 
     def unresolved_pins(self) -> list[str]:
         """Every pin still written as 'unresolved', as 'field: value' lines."""
@@ -369,6 +397,11 @@ def _describe(source: str, err: ValidationError) -> InputError:
     m = re.match(r"^(configurations\.\d+\.\w+): (.*)$", msg)
     if m:
         return InputError(f"{source}: {m.group(1)}", m.group(2))
+    # A configuration's own model validator names its field first: "<field>: <reason>".
+    loc = ".".join(str(p) for p in first["loc"])
+    m = re.match(r"^(\w+): (.*)$", msg)
+    if m and re.fullmatch(r"configurations\.\d+", loc):
+        return InputError(f"{source}: {loc}.{m.group(1)}", m.group(2))
     return describe_validation_error(source, err)
 
 
