@@ -3,7 +3,7 @@ REPORT.md + charts, in a fresh process as a user runs it. Target: < 2 s.
 
 cold: a fresh output folder, every chart drawn (by the chart child process, whose matplotlib
 import overlaps the parent's work); warm: the same artifacts rendered again into the same
-folder, so unchanged charts are not redrawn (bench.report_charts' content hash). The machine's
+folder, so unchanged charts are not redrawn (bench.report._charts' content hash). The machine's
 load average is printed next to the figures: on 2 shared cores it moves them a lot.
 
     .venv/bin/python tests/bench_report.py

@@ -1,17 +1,54 @@
 """Artifacts -> typed report context -> Jinja2 -> REPORT.md and charts; the publish bundle.
 Reads artifacts only: never imports bench.measure or bench.matrix.
+
+The public names load on first use (PEP 562): the chart child process runs
+``python -m bench.report._draw``, and importing that submodule must not pull in the rest of the
+package (its point is to import matplotlib while the parent reads the artifacts).
 """
 
 from __future__ import annotations
 
-from bench.report._bundle import linked_files, publish, verify_bundle
-from bench.report._charts import render_charts
-from bench.report._claims import ConcurrencySweep, compare, single_request, sweeps, welch_samples
-from bench.report._load import load_artifacts
-from bench.report._lossless import LosslessRow, lossless
-from bench.report._model import Figure, PublishedDelta, RunView
-from bench.report._render import render_report
-from bench.report._text import md_code, md_fence, md_inline, pct
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from bench.report._bundle import linked_files, publish, verify_bundle
+    from bench.report._charts import render_charts
+    from bench.report._claims import (
+        ConcurrencySweep,
+        compare,
+        single_request,
+        sweeps,
+        welch_samples,
+    )
+    from bench.report._load import load_artifacts
+    from bench.report._lossless import LosslessRow, lossless
+    from bench.report._model import Figure, PublishedDelta, RunView
+    from bench.report._render import render_report
+    from bench.report._text import md_code, md_fence, md_inline, pct
+
+_HOME = {
+    "linked_files": "_bundle",
+    "publish": "_bundle",
+    "verify_bundle": "_bundle",
+    "render_charts": "_charts",
+    "ConcurrencySweep": "_claims",
+    "compare": "_claims",
+    "single_request": "_claims",
+    "sweeps": "_claims",
+    "welch_samples": "_claims",
+    "load_artifacts": "_load",
+    "LosslessRow": "_lossless",
+    "lossless": "_lossless",
+    "Figure": "_model",
+    "PublishedDelta": "_model",
+    "RunView": "_model",
+    "render_report": "_render",
+    "md_code": "_text",
+    "md_fence": "_text",
+    "md_inline": "_text",
+    "pct": "_text",
+}
 
 __all__ = [
     "ConcurrencySweep",
@@ -35,3 +72,10 @@ __all__ = [
     "verify_bundle",
     "welch_samples",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    home = _HOME.get(name)
+    if home is None:
+        raise AttributeError(f"module 'bench.report' has no attribute {name!r}")
+    return getattr(importlib.import_module(f"bench.report.{home}"), name)

@@ -8,7 +8,7 @@ of the report together, so each chart is first described as data (``ChartSpec``,
 matplotlib), then
 - a chart whose spec and PNG are unchanged since the last render (``.charts.json`` holds the
   spec hash and the PNG's SHA256) is not redrawn, and
-- the others are drawn by a child process (``python -m bench.report_draw``) that the report
+- the others are drawn by a child process (``python -m bench.report._draw``) that the report
   starts first thing, so its matplotlib import overlaps the loading of the artifacts;
   in-process drawing is the fallback when the child fails.
 """
@@ -194,7 +194,7 @@ class ChartWorker:
         self._proc: subprocess.Popen[bytes] | None
         try:
             self._proc = subprocess.Popen(
-                [sys.executable, "-m", "bench.report_draw"],
+                [sys.executable, "-m", "bench.report._draw"],
                 stdin=subprocess.PIPE,
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.PIPE,

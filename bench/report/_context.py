@@ -1,5 +1,5 @@
 """Build the template context: every figure, comparison and verdict the report states, computed
-from a ``RunSet`` by the rules in ``bench.report_claims``. The template only arranges them."""
+from a ``RunSet`` by the rules in ``bench.report._claims``. The template only arranges them."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
-"""Draw chart specs (``bench.report_charts.ChartSpec`` as plain dicts) with matplotlib.
+"""Draw chart specs (``bench.report._charts.ChartSpec`` as plain dicts) with matplotlib.
 
-Also the chart child process: ``python -m bench.report_draw`` imports matplotlib first (the
+Also the chart child process: ``python -m bench.report._draw`` imports matplotlib first (the
 expensive part, overlapping the parent's work), then reads ``{"out_dir", "specs"}`` as JSON on
 stdin and draws. It imports nothing else from specbench, so it starts fast.
 """

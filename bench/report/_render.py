@@ -123,7 +123,7 @@ def render_report(
 ) -> Path:
     """Render REPORT.md and its charts into ``out_dir`` (default: ``artifacts_dir/report``)."""
 
-    # Started first: its matplotlib import overlaps the loading below (see report_charts).
+    # Started first: its matplotlib import overlaps the loading below (see bench.report._charts).
     worker = ChartWorker()
     try:
         artifacts_dir = Path(artifacts_dir)

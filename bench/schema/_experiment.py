@@ -136,7 +136,7 @@ class ByteEstimate(StrictModel):
 class ModelPin(StrictModel):
     """A model: Hugging Face id, pinned revision, and the path the server reads it from.
 
-    The optional estimates feed the bandwidth roofline (bench.report_roofline): weight bytes one
+    The optional estimates feed the bandwidth roofline (bench.report roofline): weight bytes one
     forward pass reads (all ranks), the MTP head's bytes per draft step, KV bytes per context
     token (all ranks)."""
 

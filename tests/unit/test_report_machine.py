@@ -12,6 +12,7 @@ from report_factory import experiment_lock, seed_matrix, write_artifacts
 
 from bench.machine import ceiling, decode_bytes_from_checkpoint
 from bench.report import load_artifacts, render_report
+from bench.report._charts import ChartSpec, ChartWorker
 from bench.schema import (
     GpuEntry,
     GpuExtended,
@@ -220,3 +221,25 @@ def test_charts_are_redrawn_only_when_their_data_changes(art: Path, tmp_path: Pa
     (out / "decode.png").write_bytes(b"tampered")  # a PNG that is not the one drawn
     render_report(art, out)
     assert (out / "decode.png").read_bytes().startswith(b"\x89PNG")
+
+
+def test_the_chart_child_process_draws(tmp_path: Path) -> None:
+    """The child process (python -m bench.report._draw) must draw by itself: the in-process
+    fallback would hide a broken child (it once pointed at a module that no longer existed)."""
+    spec = ChartSpec(
+        role="decode",
+        file="decode.png",
+        alt="a",
+        title="t",
+        kind="bars",
+        ylabel="tok/s",
+        labels=["a", "b"],
+        values=[1.0, 2.0],
+        errors=[0.1, 0.2],
+    )
+    worker = ChartWorker()
+    try:
+        assert worker.draw([spec], tmp_path) is True
+    finally:
+        worker.close()
+    assert (tmp_path / "decode.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
