@@ -1,4 +1,4 @@
-"""CLI commands: report, publish, verify-bundle (the work lives in bench.report*)."""
+"""CLI commands: report, compare, publish, verify-bundle (the work lives in bench.report)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 from bench.report import publish as do_publish
-from bench.report import render_report
+from bench.report import render_comparison, render_report
 from bench.report import verify_bundle as do_verify
 
 
@@ -30,6 +30,19 @@ def register(app: typer.Typer) -> None:
         """Render REPORT.md and its charts from artifacts alone (no GPU needed)."""
 
         typer.echo(str(render_report(artifacts_dir, out, reference)))
+
+    @app.command("compare")
+    def compare(
+        run_dirs: Annotated[
+            list[Path], typer.Argument(help="two or more artifacts folders of one experiment")
+        ],
+        out: Annotated[Path, typer.Option(help="output folder for COMPARE.md")],
+    ) -> None:
+        """Compare one experiment across hosts: decode, TTFT and roofline efficiency per host,
+        each against the first with the report's significance rule. Refuses runs of different
+        experiments or workloads (exit 2, the differing field named)."""
+
+        typer.echo(str(render_comparison(run_dirs, out)))
 
     @app.command("publish")
     def publish(

@@ -21,10 +21,11 @@ if TYPE_CHECKING:
         sweeps,
         welch_samples,
     )
+    from bench.report._compare import FleetComparison, compare_hosts
     from bench.report._load import load_artifacts
     from bench.report._lossless import LosslessRow, lossless
     from bench.report._model import Figure, PublishedDelta, RunView
-    from bench.report._render import render_report
+    from bench.report._render import render_comparison, render_report
     from bench.report._text import md_code, md_fence, md_inline, pct
 
 _HOME = {
@@ -44,6 +45,9 @@ _HOME = {
     "PublishedDelta": "_model",
     "RunView": "_model",
     "render_report": "_render",
+    "render_comparison": "_render",
+    "compare_hosts": "_compare",
+    "FleetComparison": "_compare",
     "md_code": "_text",
     "md_fence": "_text",
     "md_inline": "_text",
@@ -53,10 +57,12 @@ _HOME = {
 __all__ = [
     "ConcurrencySweep",
     "Figure",
+    "FleetComparison",
     "LosslessRow",
     "PublishedDelta",
     "RunView",
     "compare",
+    "compare_hosts",
     "linked_files",
     "load_artifacts",
     "lossless",
@@ -66,6 +72,7 @@ __all__ = [
     "pct",
     "publish",
     "render_charts",
+    "render_comparison",
     "render_report",
     "single_request",
     "sweeps",

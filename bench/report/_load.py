@@ -323,6 +323,7 @@ def load_artifacts(artifacts_dir: Path) -> RunSet:
         source_kind="artifacts",
         source=str(d),
         title=title,
+        experiment=exp.name if exp is not None else None,
         hf_id=first.hfId,
         model_revision=first.modelRevision,
         quantization=first.quantization,

@@ -207,6 +207,7 @@ class RunSet(StrictModel):
     source_kind: SourceKind
     source: str
     title: str
+    experiment: str | None = Field(default=None, description="the locked experiment's name")
     hf_id: str | None = None
     model_revision: str | None = None
     quantization: str | None = None

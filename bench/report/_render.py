@@ -9,12 +9,14 @@ from __future__ import annotations
 import functools
 import os
 import shlex
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from bench.core import InputError, ensure_dir, write_text
-from bench.report._charts import ChartWorker, render_charts
+from bench.core import TOY_MODEL_BANNER, InputError, ensure_dir, write_text
+from bench.report._charts import Chart, ChartSpec, ChartWorker, draw, render_charts
 from bench.report._claims import single_request, speculative, sweeps
+from bench.report._compare import compare_hosts
 from bench.report._context import build_context
 from bench.report._load import load_artifacts
 from bench.report._model import RunSet, RunView
@@ -140,3 +142,44 @@ def render_report(
         return path
     finally:
         worker.close()
+
+
+def render_comparison(run_dirs: Sequence[Path], out_dir: Path) -> Path:
+    """COMPARE.md (and its chart) across hosts: the same experiment on every run folder."""
+    cmp = compare_hosts([Path(d) for d in run_dirs])
+    ensure_dir(out_dir, "--out")
+    rows = [
+        (f"{row.config} c{row.concurrency} {cell.host}", cell.run.decode)
+        for row in cmp.rows
+        for cell in row.cells
+        if cell.run is not None and cell.run.decode.mean is not None
+    ]
+    charts: dict[str, Chart] = {}
+    if rows:
+        title = "Decode throughput per host (mean, 95% CI)"
+        spec = ChartSpec(
+            role="fleet_decode",
+            file="fleet-decode.png",
+            alt="Decode throughput per host chart",
+            title=f"SIMULATED: {title}" if cmp.simulated else title,
+            kind="bars",
+            ylabel="tok/s per stream",
+            labels=[label for label, _ in rows],
+            values=[f.mean or 0.0 for _, f in rows],
+            errors=[
+                max(0.0, f.ci95_high - (f.mean or 0.0)) if f.ci95_high is not None else 0.0
+                for _, f in rows
+            ],
+        )
+        draw([spec], out_dir)
+        charts[spec.role] = spec.chart
+    text: str = (
+        _env()
+        .get_template("compare.md.j2")
+        .render(cmp=cmp, charts=charts, toy_banner=TOY_MODEL_BANNER)
+    )
+    while "\n\n\n" in text:
+        text = text.replace("\n\n\n", "\n\n")
+    path = out_dir / "COMPARE.md"
+    write_text(path, text)
+    return path

@@ -1,0 +1,166 @@
+"""One report across hosts: the same experiment run on several GPU hosts (a fleet), compared
+with the same significance rules as the single-host report.
+
+Runs are comparable only when they ran the same experiment with the same workload; otherwise
+``compare_hosts`` refuses and names the first differing field. Per configuration and
+concurrency, each host's decode and TTFT (mean, 95% CI) stand side by side, each host against
+the first one by a two-sided Welch test ("faster by x%" only when significant), and each host's
+roofline efficiency (measured decode / its own bandwidth ceiling), which normalises for memory
+bandwidth.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+from bench.core import InputError, StrictModel
+from bench.report._claims import Comparison, compare
+from bench.report._load import load_artifacts
+from bench.report._model import RunSet, RunView
+
+WORKLOAD_FIELDS = (
+    "prompt_tokens",
+    "max_tokens",
+    "warmup",
+    "iterations",
+    "temperature",
+    "ignore_eos",
+)
+
+
+class Host(StrictModel):
+    name: str
+    path: str
+    rs: RunSet
+
+
+class HostCell(StrictModel):
+    host: str
+    run: RunView | None
+    decode_vs_first: Comparison | None = None
+    ttft_vs_first: Comparison | None = None
+    efficiency: float | None = None
+
+
+class CompareRow(StrictModel):
+    config: str
+    engine: str
+    method: str
+    concurrency: int
+    cells: tuple[HostCell, ...]
+
+
+class FleetComparison(StrictModel):
+    experiment: str | None
+    title: str
+    hosts: tuple[Host, ...]
+    rows: tuple[CompareRow, ...]
+    missing: tuple[str, ...] = ()
+
+    @property
+    def simulated(self) -> bool:
+        return any(h.rs.simulated for h in self.hosts)
+
+    @property
+    def toy_model(self) -> bool:
+        return any(h.rs.toy_model for h in self.hosts)
+
+
+def _names(dirs: Sequence[Path]) -> list[str]:
+    """Each run's host name: its folder name (reports/<run-id>/<host>/), made unique."""
+    names = [d.resolve().name for d in dirs]
+    if len(set(names)) == len(names):
+        return names
+    return [f"{d.resolve().parent.name}/{d.resolve().name}" for d in dirs]
+
+
+def check_comparable(hosts: Sequence[Host]) -> None:
+    """Refuse runs of different experiments or workloads, naming the first differing field."""
+    first = hosts[0]
+    for other in hosts[1:]:
+        if first.rs.experiment != other.rs.experiment:
+            raise InputError(
+                other.path,
+                f"experiment: {other.rs.experiment!r} on {other.name}, "
+                f"{first.rs.experiment!r} on {first.name}: only runs of one experiment compare",
+            )
+        for key in WORKLOAD_FIELDS:
+            a, b = first.rs.workload.get(key), other.rs.workload.get(key)
+            if a != b:
+                raise InputError(
+                    other.path,
+                    f"workload.{key}: {b!r} on {other.name}, {a!r} on {first.name}: "
+                    "only runs of one workload compare",
+                )
+
+
+def _efficiency(rs: RunSet, run: RunView) -> float | None:
+    if rs.roofline is None:
+        return None
+    row = next((r for r in rs.roofline.rows if r.key == run.key), None)
+    return row.fraction if row is not None else None
+
+
+def compare_hosts(dirs: Sequence[Path]) -> FleetComparison:
+    """Load every run folder, check they compare, and line their runs up by configuration."""
+    if len(dirs) < 2:
+        raise InputError("RUN_DIR", "give at least two run folders to compare")
+    hosts = [
+        Host(name=n, path=str(d), rs=load_artifacts(d))
+        for n, d in zip(_names(dirs), dirs, strict=True)
+    ]
+    check_comparable(hosts)
+    keys: list[tuple[str, int]] = []
+    for h in hosts:
+        for r in h.rs.runs:
+            if r.attempt is None and (r.config, r.concurrency) not in keys:
+                keys.append((r.config, r.concurrency))
+    rows: list[CompareRow] = []
+    missing: list[str] = []
+    for config, c in keys:
+        cells: list[HostCell] = []
+        ref: RunView | None = None
+        for h in hosts:
+            run = next(
+                (
+                    r
+                    for r in h.rs.runs
+                    if r.config == config and r.concurrency == c and r.attempt is None and r.valid
+                ),
+                None,
+            )
+            if run is None:
+                missing.append(f"{config} at concurrency {c}: no valid run on {h.name}")
+                cells.append(HostCell(host=h.name, run=None))
+                continue
+            cell = HostCell(host=h.name, run=run, efficiency=_efficiency(h.rs, run))
+            if ref is None:
+                ref = run
+            else:
+                cell = cell.model_copy(
+                    update={
+                        "decode_vs_first": compare(run, ref, "decode"),
+                        "ttft_vs_first": compare(run, ref, "ttft"),
+                    }
+                )
+            cells.append(cell)
+        some = next(x.run for x in cells if x.run is not None) if ref else None
+        if some is None:
+            continue
+        rows.append(
+            CompareRow(
+                config=config,
+                engine=some.engine,
+                method=some.method,
+                concurrency=c,
+                cells=tuple(cells),
+            )
+        )
+    return FleetComparison(
+        experiment=hosts[0].rs.experiment,
+        title=hosts[0].rs.title,
+        hosts=tuple(hosts),
+        rows=tuple(rows),
+        missing=tuple(missing),
+    )
