@@ -13,7 +13,7 @@ from collections.abc import Sequence
 import typer
 
 from bench import __version__
-from bench.commands import emulate, hardware, matrix, measure, preflight, report
+from bench.commands import emulate, hardware, matrix, measure, preflight, report, tiny_model
 from bench.errors import SpecbenchError
 
 app = typer.Typer(
@@ -30,7 +30,7 @@ def _root() -> None:
     """Reproducible speculative-decoding benchmarks of LLM serving engines."""
 
 
-for _module in (measure, emulate, matrix, report, hardware, preflight):
+for _module in (measure, emulate, matrix, report, hardware, preflight, tiny_model):
     _module.register(app)
 
 
