@@ -37,8 +37,14 @@ _WORDS = tuple(_WORDS_TEXT.split())
 _PUNCTUATION = (".", ",", "?", "!", ":", ";")
 
 
+# Printable ASCII, tab and newline: the only bytes the vocabulary holds. A random model then
+# never emits a lone UTF-8 byte, which a server's incremental detokenizer would hold back (the
+# text of a whole completion could arrive in its last chunk).
+ASCII_TEXT = "\t\n" + "".join(chr(c) for c in range(32, 127))
+
+
 def corpus(seed: int, lines: int) -> list[str]:
-    """``lines`` generated sentences, the same for the same seed."""
+    """``lines`` generated sentences (some of two lines), the same for the same seed."""
     rng = random.Random(seed)
     out: list[str] = []
     for _ in range(lines):
@@ -46,12 +52,24 @@ def corpus(seed: int, lines: int) -> list[str]:
         if rng.random() < 0.3:
             words.insert(rng.randrange(len(words)), str(rng.randint(0, 9999)))
         text = " ".join(words)
-        out.append(text[:1].upper() + text[1:] + rng.choice(_PUNCTUATION))
+        text = text[:1].upper() + text[1:] + rng.choice(_PUNCTUATION)
+        if rng.random() < 0.2:
+            text += "\n" + rng.choice(_WORDS)
+        out.append(text)
     return out
 
 
+def _byte_alphabet(text: str) -> list[str]:
+    """The byte-level symbols of ``text``'s bytes (GPT-2's byte-to-unicode mapping)."""
+    pieces = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False).pre_tokenize_str(
+        text
+    )
+    return sorted({symbol for piece, _ in pieces for symbol in piece})
+
+
 def train_tokenizer(seed: int, lines: int, vocab_size: int) -> Tokenizer:
-    """BPE over bytes (GPT-2 style pre-tokenizer); special tokens take ids 0, 1, 2."""
+    """BPE over the bytes of printable ASCII (GPT-2 style pre-tokenizer); special tokens take
+    ids 0, 1, 2. Text outside :data:`ASCII_TEXT` cannot be encoded."""
     tok = Tokenizer(models.BPE())
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = decoders.ByteLevel()
@@ -59,7 +77,8 @@ def train_tokenizer(seed: int, lines: int, vocab_size: int) -> Tokenizer:
         vocab_size=vocab_size,
         min_frequency=2,
         special_tokens=list(SPECIAL_TOKENS),
-        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        initial_alphabet=_byte_alphabet(ASCII_TEXT),
+        limit_alphabet=len(ASCII_TEXT),
         show_progress=False,
     )
     tok.train_from_iterator(corpus(seed, lines), trainer=trainer)

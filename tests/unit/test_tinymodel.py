@@ -142,6 +142,18 @@ def test_tokenizer_round_trip_and_specials(made: TinyModels) -> None:
     assert tok.encode("", add_special_tokens=True).ids == []  # no BOS is added
 
 
+def test_every_token_decodes_to_printable_ascii(made: TinyModels) -> None:
+    """A random model can then never emit a lone UTF-8 byte (held back by a streaming
+    detokenizer, the whole completion would arrive in one chunk)."""
+    tok = Tokenizer.from_file(str(made.target.path / "tokenizer.json"))
+    specials = {tok.token_to_id(t) for t in SPECIAL_TOKENS}
+    for token_id in range(tok.get_vocab_size()):
+        if token_id in specials:
+            continue
+        text = tok.decode([token_id])
+        assert text and all(c in "\t\n" or 32 <= ord(c) < 127 for c in text), (token_id, text)
+
+
 def test_chat_template_renders_chatml(made: TinyModels) -> None:
     config = json.loads((made.target.path / "tokenizer_config.json").read_text())
     assert config["chat_template"] == CHAT_TEMPLATE
