@@ -5,7 +5,7 @@
 # build runs with --network none. Needs the local base image (built here if absent).
 #
 # Idempotent: an image with the same tag built from the same inputs (lock, debs.txt,
-# Dockerfile, shim) is kept unless FORCE=1.
+# Dockerfile, shim) is kept unless FORCE=1 (NO_CACHE=1: without Docker's layer cache).
 # RELOCK=1 re-resolves requirements.txt (the pins) into requirements.lock (every wheel, exact
 # version and sha256; torchvision/torchaudio/torchcodec left out, they break the +cpu torch).
 # Prints the image tag on its last line.
@@ -82,7 +82,8 @@ if [[ "${FORCE:-0}" != "1" ]] && docker image inspect "$tag" >/dev/null 2>&1; th
   fi
 fi
 
-bash "$root/docker/base/build.sh" >&2
+# FORCE is ours: never pass it on (that would rebuild the shared base image).
+FORCE=0 bash "$root/docker/base/build.sh" >&2
 
 start=$SECONDS
 say "gathering wheels into $wheels"
@@ -130,7 +131,9 @@ PY
 
 start=$SECONDS
 say "docker build $tag (network none)"
-docker build --network none --build-arg "BASE_IMAGE=$base" \
+nocache=()
+[[ "${NO_CACHE:-0}" == "1" ]] && nocache=(--no-cache)
+docker build "${nocache[@]}" --network none --build-arg "BASE_IMAGE=$base" \
   --label "specbench.lock.sha256=$lock_sha" -t "$tag" "$ctx" >&2
 rm -rf "$ctx"
 say "built $tag ($((SECONDS - start)) s, $(docker image inspect --format '{{.Size}}' "$tag") bytes)"
