@@ -7,7 +7,7 @@ OUT ?= runs/$(shell date -u +%Y%m%dT%H%M%SZ)
 INVENTORY ?= inventory.yml
 ARGS ?=
 
-.PHONY: setup demo test test-unit test-integration test-e2e test-contract lint base-image reproduce provision clean
+.PHONY: setup demo test test-unit test-integration test-e2e test-contract test-engine lint base-image reproduce provision clean
 
 setup: $(BIN)/specbench
 
@@ -21,7 +21,7 @@ demo: setup
 	$(BIN)/specbench demo
 
 test: setup lint
-	$(BIN)/pytest -m "unit or integration or e2e or contract" tests
+	$(BIN)/pytest -m "unit or integration or e2e or contract or engine" tests
 
 test-unit: setup
 	$(BIN)/pytest -m unit tests
@@ -34,6 +34,9 @@ test-e2e: setup
 
 test-contract: setup
 	$(BIN)/pytest -m contract tests
+
+test-engine: setup
+	$(BIN)/pytest -m engine tests
 
 lint: setup
 	$(BIN)/ruff check bench tests

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 import typer
 
 from bench import __version__
-from bench.commands import emulate, hardware, matrix, preflight, report, run
+from bench.commands import emulate, hardware, matrix, preflight, report, run, tiny_model
 from bench.core import SpecbenchError
 
 app = typer.Typer(
@@ -30,7 +30,7 @@ def _root() -> None:
     """Reproducible speculative-decoding benchmarks of LLM serving engines."""
 
 
-for _module in (run, emulate, matrix, report, hardware, preflight):
+for _module in (run, emulate, matrix, report, hardware, preflight, tiny_model):
     _module.register(app)
 
 

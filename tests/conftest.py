@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-TIERS = {"unit", "integration", "e2e", "contract", "infra"}
+TIERS = {"unit", "integration", "e2e", "contract", "infra", "engine"}
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
 

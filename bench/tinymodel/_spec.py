@@ -1,0 +1,47 @@
+"""What to make (the knobs) and what was made (paths, sizes, digests)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import Field
+
+from bench.core import StrictModel
+
+
+class TinyModelSpec(StrictModel):
+    """Shape and randomness of the tiny Qwen3 pair. Defaults: ~0.55 M parameters, ~1.1 MB."""
+
+    seed: int = Field(default=0, ge=0)
+    hidden_size: int = Field(default=128, gt=0)
+    intermediate_size: int = Field(default=256, gt=0)
+    num_layers: int = Field(default=2, gt=0)
+    num_heads: int = Field(default=4, gt=0)
+    num_kv_heads: int = Field(default=2, gt=0)
+    head_dim: int = Field(default=32, gt=0)
+    max_position_embeddings: int = Field(default=4096, gt=0)
+    #: BPE target size (the trainer stops earlier when the corpus has no more merges)
+    vocab_size: int = Field(default=1024, ge=300)
+    corpus_lines: int = Field(default=400, gt=0)
+    #: untied random weights ~ N(0, weight_std): a model that does not just echo its input
+    weight_std: float = Field(default=0.2, gt=0)
+    #: draft = target + N(0, draft_noise): agrees only partly with the target
+    draft_noise: float = Field(default=0.01, ge=0)
+
+
+class TinyModel(StrictModel):
+    """One written model folder."""
+
+    path: Path
+    parameters: int
+    size_bytes: int
+    sha256: dict[str, str]  # file name -> sha256 of its bytes
+
+
+class TinyModels(StrictModel):
+    """The target and its partial draft (same tokenizer and vocabulary)."""
+
+    spec: TinyModelSpec
+    vocab_size: int
+    target: TinyModel
+    draft: TinyModel
