@@ -73,7 +73,7 @@ class Target:
     def remove(self) -> None:
         _docker("rm", "-f", self.name)
 
-    def run(self, name: str, tags: str, extravars: dict[str, Any]) -> Any:
+    def run(self, name: str, tags: str, extravars: dict[str, Any], skip: str = "") -> Any:
         import ansible_runner
 
         bindir = str(Path(sys.executable).parent)
@@ -96,10 +96,15 @@ class Target:
                 }
             },
             extravars=extravars,
-            cmdline=f"--tags {tags}",
+            cmdline=f"--tags {tags}" + (f" --skip-tags {skip}" if skip else ""),
             envvars={
                 "PATH": f"{bindir}:{os.environ.get('PATH', '')}",
                 "ANSIBLE_CONFIG": str(ANSIBLE / "ansible.cfg"),
+                # facts gathered once per container (about 3 s a run over `docker exec`); the
+                # checks under test read the host with commands, not facts
+                "ANSIBLE_CACHE_PLUGIN": "jsonfile",
+                "ANSIBLE_CACHE_PLUGIN_CONNECTION": str(self.tmp / "facts"),
+                "ANSIBLE_CACHE_PLUGIN_TIMEOUT": "3600",
             },
             quiet=True,
             timeout=600,
@@ -271,7 +276,11 @@ def target(provisioned: tuple[Target, Any]) -> Iterator[Target]:
 
 def _refusal(t: Target, tags: str, extra: dict[str, Any]) -> str:
     """Run with `extra` and return the message of the one failure it must end with."""
-    r = t.run("refusal", tags, {**_base_vars(t, t.tmp), **extra})
+    return _refusal_tags(t, tags, "", {**_base_vars(t, t.tmp), **extra})
+
+
+def _refusal_tags(t: Target, tags: str, skip: str, extravars: dict[str, Any]) -> str:
+    r = t.run("refusal", tags, extravars, skip=skip)
     failures = _failures(r)
     assert r.rc != 0 and failures, _stdout(r)[-3000:]
     assert len(failures) == 1, failures
@@ -339,3 +348,128 @@ def test_refuses_fewer_than_two_gpus_in_nvidia_smi(target: Target) -> None:
     target.fake("nvidia-smi", FAKE_SMI)
     msg = _refusal(target, "preflight", {"preflight_require_gpus": True})
     assert "nvidia-smi reports" in msg and "expected 2 x" in msg
+
+
+# ---- pins that can be resolved, and the benchmark's hold on upgrades --------------------------
+
+# Stands in for the bundle's python running fetch_model.py: "resolves" a ref to sha1(repo id).
+FAKE_VENV_PYTHON = """#!/bin/sh
+repo=""; rev=""; ref=""
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --repo-id) repo="$2"; shift;; --revision) rev="$2"; shift;; --resolve-ref) ref="$2"; shift;;
+  esac
+  shift
+done
+if [ "$rev" = unresolved ]; then
+  [ -n "$ref" ] || { echo "unresolved without --resolve-ref" >&2; exit 1; }
+  rev=$(printf %s "$repo@$ref" | sha1sum | cut -c1-40)
+fi
+echo "{\\"changed\\": true, \\"revision\\": \\"$rev\\", \\"files\\": 1, \\"verified\\": true}"
+"""
+FAKE_SPECBENCH = """#!/bin/sh
+if grep -qs 'Unattended-Upgrade "0"' /etc/apt/apt.conf.d/99specbench-hold; then
+  echo held > /tmp/sbans-matrix-ran
+else
+  echo not-held > /tmp/sbans-matrix-ran
+fi
+exit {rc}
+"""
+FAKE_SNAP = """#!/bin/sh
+echo "$*" >> /tmp/sbans-snap.log
+"""
+LOCAL_ID = "sha256:" + "b" * 64
+FAKE_DOCKER_INSPECT = f"""#!/bin/sh
+if [ "$1" = image ] && [ "$2" = inspect ]; then echo "{LOCAL_ID}"; exit 0; fi
+exit 1
+"""
+
+
+def _models_vars(t: Target, **extra: Any) -> dict[str, Any]:
+    return {
+        **_base_vars(t, t.tmp),
+        "models_venv": "/opt/sbans-venv",
+        "models_checkpoint_preflight": False,
+        "models_poll_s": 1,
+        "models_resolved_file": str(t.tmp / "resolved-models.yml"),
+        **extra,
+    }
+
+
+def _fake_venv(t: Target, tool: str, script: str) -> None:
+    r = t.sh(
+        f"mkdir -p /opt/sbans-venv/bin && cat > /opt/sbans-venv/bin/{tool}"
+        f" && chmod 0755 /opt/sbans-venv/bin/{tool}",
+        script,
+    )
+    assert r.returncode == 0, r.stderr
+
+
+def test_unresolved_model_revisions_are_refused(target: Target) -> None:
+    msg = _refusal_tags(target, "models", "preflight,prerequisites,bundle,verify", _models_vars(target))
+    assert "has no revision for btbtyler09/Qwen3.8-27B-GPTQ-4bit, z-lab/Qwen3.8-27B-DFlash2" in msg
+    assert "models_allow_unresolved=true" in msg
+
+
+def test_model_revisions_resolve_once_and_are_written_out(target: Target) -> None:
+    import hashlib
+
+    import yaml
+
+    _fake_venv(target, "python", FAKE_VENV_PYTHON)
+    extra = _models_vars(target, models_allow_unresolved=True)
+    r = target.run("models-resolve", "models", extra, skip="preflight,prerequisites,bundle,verify")
+    assert r.rc == 0, "\n".join(_failures(r))
+    resolved = yaml.safe_load((target.tmp / "resolved-models.yml").read_text())["models"]
+    for key, hf_id in [("target", "btbtyler09/Qwen3.8-27B-GPTQ-4bit"),
+                       ("dflash-draft", "z-lab/Qwen3.8-27B-DFlash2")]:  # fmt: skip
+        want = hashlib.sha1(f"{hf_id}@main".encode()).hexdigest()
+        assert resolved[key] == {"hf_id": hf_id, "revision": want}
+
+
+def _bench_vars(t: Target, **extra: Any) -> dict[str, Any]:
+    return {
+        **_base_vars(t, t.tmp),
+        "benchmark_venv": "/opt/sbans-venv",
+        "benchmark_run_id": "fresh",
+        "benchmark_poll_s": 1,
+        "benchmark_allow_unpinned": True,
+        **extra,
+    }
+
+
+BENCH_SKIP = "preflight,prerequisites,bundle,images,models,verify"
+
+
+@pytest.mark.parametrize("matrix_rc", [0, 1])
+def test_benchmark_holds_upgrades_for_the_run_and_releases_them(
+    target: Target, matrix_rc: int
+) -> None:
+    target.sh("rm -f /tmp/sbans-matrix-ran /tmp/sbans-snap.log")
+    _fake_venv(target, "specbench", FAKE_SPECBENCH.format(rc=matrix_rc))
+    target.fake("snap", FAKE_SNAP)
+    target.fake("docker", FAKE_DOCKER_INSPECT)
+    r = target.run("bench", "bench", _bench_vars(target), skip=BENCH_SKIP)
+    assert (r.rc == 0) == (matrix_rc == 0), "\n".join(_failures(r))
+    assert target.sh("cat /tmp/sbans-matrix-ran").stdout.strip() == "held"
+    # released after the run, also when the matrix failed
+    assert target.sh("test -e /etc/apt/apt.conf.d/99specbench-hold").returncode != 0
+    snap = target.sh("cat /tmp/sbans-snap.log").stdout.splitlines()
+    assert snap == ["refresh --hold=49h", "refresh --unhold"]
+
+
+def test_benchmark_refuses_a_local_image_whose_id_is_not_the_pin(target: Target) -> None:
+    import yaml
+
+    target.sh("rm -f /tmp/sbans-matrix-ran")
+    _fake_venv(target, "specbench", FAKE_SPECBENCH.format(rc=0))
+    target.fake("docker", FAKE_DOCKER_INSPECT)
+    experiment = yaml.safe_load(
+        (REPO / "bench" / "experiments" / "qwen38-27b-gptq-2x3090.yaml").read_text()
+    )
+    pinned = "sha256:" + "a" * 64
+    experiment["images"]["sglang"]["digest"] = pinned
+    msg = _refusal_tags(target, "bench", BENCH_SKIP, _bench_vars(target, experiment=experiment))
+    image = experiment["images"]["sglang"]["image"]
+    assert f"{image} is {LOCAL_ID}, pinned {pinned}" in msg
+    assert target.sh("test -e /tmp/sbans-matrix-ran").returncode != 0, "the matrix ran"
