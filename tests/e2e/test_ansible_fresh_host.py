@@ -314,6 +314,25 @@ def test_prebuilt_modules_pass_under_secure_boot(target: Target) -> None:
     assert "Driver path: prebuilt (kernel 6.8.0-85-generic, Secure Boot on" in _stdout(r)
 
 
+def test_auto_keeps_the_path_an_earlier_install_recorded(target: Target) -> None:
+    """Prebuilt modules now listed, but DKMS is installed: no switch behind the user's back."""
+    kernel = "6.8.0-85-generic"
+    target.fake("uname", FAKE_UNAME.format(kernel=kernel))
+    pkg = f"linux-modules-nvidia-580-server-open-{kernel}"
+    target.fake("apt-cache", FAKE_APT_CACHE.format(cases=f'    {pkg}) echo " {pkg} | 1 | x";;'))
+    record = '{"schema": "specbench.nvidia-driver/1", "path": "dkms"}'
+    target.sh("mkdir -p /var/lib/specbench && cat > /var/lib/specbench/nvidia-driver.json", record)
+    try:
+        extra = {**_base_vars(target, target.tmp), "preflight_check_driver": True}
+        r = target.run("recorded", "preflight", extra)
+    finally:
+        target.sh("rm -rf /var/lib/specbench")
+    assert r.rc == 0, "\n".join(_failures(r))
+    assert "Driver path: dkms (as recorded by an earlier install) (kernel 6.8.0-85-generic" in (
+        _stdout(r)
+    )
+
+
 def test_refuses_a_kernel_outside_the_dkms_range(target: Target) -> None:
     target.fake("uname", FAKE_UNAME.format(kernel="6.17.9-061709-generic"))
     target.fake("mokutil", FAKE_MOKUTIL.format(state="disabled"))
