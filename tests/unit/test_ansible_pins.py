@@ -315,14 +315,14 @@ def test_fetch_model_resolves_a_branch_to_a_commit(monkeypatch: pytest.MonkeyPat
         mod.resolve("bad/m", "main")
 
 
-def test_sglang_dflash_runs_without_the_copied_admission_cap() -> None:
-    from bench.experiment import load_experiment
-
-    exp = load_experiment(EXPERIMENT)
-    cfg = exp.configuration("sglang-dflash")
-    assert "--max-running-requests" not in cfg.args
-    dev = [d for d in cfg.deviations if d.flag == "--max-running-requests"]
-    assert len(dev) == 1 and dev[0].seed == "4" and dev[0].used is None
-    assert "five live requests" in dev[0].reason
+def test_sglang_dflash_runs_without_the_copied_admission_cap(
+    experiment_raw: dict[str, Any],
+) -> None:
+    cfgs = {c["name"]: c for c in experiment_raw["configurations"]}
+    cfg = cfgs["sglang-dflash"]
+    assert "--max-running-requests" not in cfg["args"]
+    dev = [d for d in cfg["deviations"] if d["flag"] == "--max-running-requests"]
+    assert len(dev) == 1 and dev[0]["seed"] == "4" and dev[0]["used"] is None
+    assert "five live requests" in dev[0]["reason"]
     # the seed's MTP command keeps its cap verbatim
-    assert "--max-running-requests" in exp.configuration("sglang-mtp").args
+    assert "--max-running-requests" in cfgs["sglang-mtp"]["args"]
