@@ -187,3 +187,142 @@ def test_benchmark_argv_uses_only_options_matrix_has() -> None:
     used = {a.split("=", 1)[0] for a in argv if a.startswith("--")}
     assert {"--emulate", "--emulator-image", "--time-scale", "--only"} <= used
     assert used <= known, f"options matrix does not have: {used - known}"
+
+
+# ---- fresh-host order, driver paths, resolvable pins (issue #12) -------------------------------
+
+
+def _site_roles() -> list[str]:
+    play = yaml.safe_load((ANSIBLE / "site.yml").read_text())[0]
+    return [r["role"] for r in play["roles"]]
+
+
+def test_every_repository_task_runs_after_the_prerequisites() -> None:
+    """deb822_repository needs python3-debian on the host and does not install it."""
+    uses = sorted(
+        str(p.relative_to(ANSIBLE))
+        for p in (ANSIBLE / "roles").rglob("*.yml")
+        if "ansible.builtin.deb822_repository:" in p.read_text()
+    )
+    # only the roles' tasks/repository.yml and the prerequisites role itself
+    assert uses == [
+        "roles/docker/tasks/repository.yml",
+        "roles/nvidia_container_toolkit/tasks/repository.yml",
+        "roles/nvidia_driver/tasks/repository.yml",
+        "roles/prerequisites/tasks/main.yml",
+    ]
+    tasks = yaml.safe_load((ANSIBLE / "roles/prerequisites/tasks/main.yml").read_text())
+    first = tasks[0]
+    assert "ansible.builtin.apt" in first
+    assert "python3-debian" in _role_file("prerequisites", "defaults")["prerequisites_packages"]
+    # repository.yml files are included from the prerequisites role, nowhere else
+    includers = sorted(
+        str(p.relative_to(ANSIBLE))
+        for p in (ANSIBLE / "roles").rglob("*.yml")
+        if "tasks_from: repository.yml" in p.read_text()
+    )
+    assert includers == ["roles/prerequisites/tasks/main.yml"]
+    roles = _site_roles()
+    assert roles.index("preflight") < roles.index("prerequisites")
+    for role in ("nvidia_driver", "docker", "nvidia_container_toolkit"):
+        assert roles.index("prerequisites") < roles.index(role)
+
+
+def _driver_packages(path: str, source: str = "cuda_repo") -> dict[str, str]:
+    gv = _group_vars()
+    os_vars = yaml.safe_load((ANSIBLE / "roles/nvidia_driver/vars/Ubuntu.yml").read_text())
+    env = {
+        **_trusted(_role_file("nvidia_driver", "defaults")),
+        **_trusted(os_vars),
+        **_trusted(_role_file("nvidia_driver", "vars")),
+        **{k: gv[k] for k in ("nvidia_driver_branch", "nvidia_driver_version")},
+        "nvidia_driver_source": source,
+        "preflight_driver_path": path,
+        "preflight_kernel_running": "6.8.0-85-generic",
+        "ansible_facts": {"distribution_version": "24.04", "kernel": "x"},
+    }
+    rendered = _render(env["nvidia_driver_packages"], env)
+    return {p["package"]: p["version"] for p in rendered}
+
+
+def test_prebuilt_driver_path_uses_canonicals_signed_modules_for_the_running_kernel() -> None:
+    ver = _group_vars()["nvidia_driver_version"]
+    pkgs = _driver_packages("prebuilt")
+    # ubuntu-drivers' ABI package name: linux-modules-nvidia-<flavour>-<uname -r>
+    assert pkgs == {
+        "linux-modules-nvidia-580-server-open-6.8.0-85-generic": "*",
+        "nvidia-headless-no-dkms-580-server-open": f"{ver}-*",
+        "nvidia-utils-580-server": f"{ver}-*",
+    }
+    assert not any("dkms" in p and "no-dkms" not in p for p in pkgs)
+
+
+def test_dkms_driver_path_pins_the_driver_version() -> None:
+    ver = _group_vars()["nvidia_driver_version"]
+    assert _driver_packages("dkms") == {
+        "nvidia-headless-580-open": f"{ver}-*",
+        "nvidia-utils-580": f"{ver}-*",
+    }
+    assert _driver_packages("dkms", "ubuntu") == {
+        "nvidia-headless-580-server-open": f"{ver}-*",
+        "nvidia-utils-580-server": f"{ver}-*",
+    }
+
+
+def test_pin_check_matches_madison_versions() -> None:
+    """The madison check accepts a listed version matching the pattern, and only that."""
+    expr = _role_file("prerequisites", "vars")["prerequisites_pin_problems"]
+
+    def problems(pattern: str, lines: list[str]) -> Any:
+        res = {"item": {"package": "docker-ce", "version": pattern}, "stdout_lines": lines}
+        return _render(expr, {"prerequisites_madison": {"results": [res]}})
+
+    src = "https://download.docker.com/linux/ubuntu noble/stable amd64 Packages"
+    line = f" docker-ce | 5:28.5.1-1~ubuntu.24.04~noble | {src}"
+    assert problems("5:28.5.1-*", [line]) == []
+    assert problems("5:28.5.1-1~ubuntu.24.04~noble", [line]) == []
+    assert problems("5:28.5.10-*", [line]) == [
+        "docker-ce=5:28.5.10-* (listed: 5:28.5.1-1~ubuntu.24.04~noble)"
+    ]
+    assert problems("5:28.5.1-*", []) == [
+        "docker-ce=5:28.5.1-* (listed: none; apt does not know the package)"
+    ]
+
+
+def test_fetch_model_resolves_a_branch_to_a_commit(monkeypatch: pytest.MonkeyPatch) -> None:
+    import importlib.util
+
+    import huggingface_hub
+
+    spec = importlib.util.spec_from_file_location(
+        "fetch_model", ANSIBLE / "roles/models/files/fetch_model.py"
+    )
+    assert spec and spec.loader
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    asked: list[tuple[str, str]] = []
+
+    class FakeApi:
+        def model_info(self, repo_id: str, revision: str) -> Any:
+            asked.append((repo_id, revision))
+            sha = "0123456789abcdef0123456789abcdef01234567" if repo_id == "ok/m" else "main"
+            return type("Info", (), {"sha": sha})()
+
+    monkeypatch.setattr(huggingface_hub, "HfApi", FakeApi)
+    assert mod.resolve("ok/m", "main") == "0123456789abcdef0123456789abcdef01234567"
+    assert asked == [("ok/m", "main")]
+    with pytest.raises(SystemExit, match="not a commit"):
+        mod.resolve("bad/m", "main")
+
+
+def test_sglang_dflash_runs_without_the_copied_admission_cap(
+    experiment_raw: dict[str, Any],
+) -> None:
+    cfgs = {c["name"]: c for c in experiment_raw["configurations"]}
+    cfg = cfgs["sglang-dflash"]
+    assert "--max-running-requests" not in cfg["args"]
+    dev = [d for d in cfg["deviations"] if d["flag"] == "--max-running-requests"]
+    assert len(dev) == 1 and dev[0]["seed"] == "4" and dev[0]["used"] is None
+    assert "five live requests" in dev[0]["reason"]
+    # the seed's MTP command keeps its cap verbatim
+    assert "--max-running-requests" in cfgs["sglang-mtp"]["args"]

@@ -4,6 +4,10 @@ Runs on the host with the bundle's virtual environment (huggingface_hub is a dep
 token, if any, comes from the file HF_TOKEN_PATH names (huggingface_hub reads it), never argv.
 Prints one JSON line: {"changed", "revision", "files", "verified"}; exit 1 with a reason on error.
 
+`--revision unresolved --resolve-ref main` first asks the hub which commit `main` is now and
+uses that commit (printed as "revision", also with --check), so a run can resolve a pin once
+and record it; the role writes what it resolved to the controller.
+
 Verification is offline: every file huggingface_hub recorded for the snapshot must exist, carry
 the pinned commit, and (for LFS files, whose etag is their sha256) hash to that etag.
 """
@@ -50,13 +54,35 @@ def verify(dest: Path, revision: str) -> tuple[int, list[str]]:
     return len(metas), problems
 
 
+def resolve(repo_id: str, ref: str) -> str:
+    """The commit `ref` (a branch or tag) of `repo_id` points at now, as 40 hex digits."""
+    from huggingface_hub import HfApi
+
+    try:
+        sha = HfApi().model_info(repo_id, revision=ref).sha
+    except Exception as err:  # the hub's errors are many; the message is what a person needs
+        sys.exit(f"cannot resolve {repo_id}@{ref}: {type(err).__name__}: {err}")
+    if not isinstance(sha, str) or len(sha) != 40 or any(c not in "0123456789abcdef" for c in sha):
+        sys.exit(f"cannot resolve {repo_id}@{ref}: the hub answered {sha!r}, not a commit")
+    return sha
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--repo-id", required=True)
     ap.add_argument("--revision", required=True)
     ap.add_argument("--dest", required=True, type=Path)
     ap.add_argument("--check", action="store_true", help="report what would happen, change nothing")
+    ap.add_argument(
+        "--resolve-ref",
+        default=None,
+        help="with --revision unresolved: resolve this branch/tag to its commit and use that",
+    )
     args = ap.parse_args()
+    if args.revision == "unresolved":
+        if not args.resolve_ref:
+            sys.exit(f"{args.repo_id}: revision is 'unresolved'; pass --resolve-ref to resolve it")
+        args.revision = resolve(args.repo_id, args.resolve_ref)
     dest: Path = args.dest
     marker = dest / MARKER
     have = marker.read_text().strip() if marker.is_file() else ""

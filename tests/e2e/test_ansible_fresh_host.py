@@ -1,0 +1,550 @@
+"""site.yml's first stages against a FRESH Debian bookworm container used as the target host.
+
+The target is a container from the local debootstrap image (specbench/base:bookworm: minbase +
+python3; no python3-debian, pciutils, gnupg, sudo or systemd), reached through community.docker's
+`docker` connection plugin, not this machine. It reaches only the Debian mirror (the default
+bridge network does here; set SPECBENCH_E2E_TARGET_NETWORK=host where it does not), so the vendor
+repositories (Docker, NVIDIA) are replaced by a repository on that mirror, configured through the
+same deb822_repository path, and the GPU checks run against fakes put on the container's PATH.
+
+- Without the prerequisites the repository step fails for want of python3-debian: what the
+  playbook did before the prerequisites role (issue #12, item 1).
+- With them: preflight + prerequisites pass on the fresh host, and a second run changes nothing.
+- Each preflight refusal shows its message: Secure Boot with a DKMS driver, a kernel outside the
+  DKMS range, an image tag the registry lacks, an apt version madison does not list, too little
+  disk, fewer than two GPUs (lspci and nvidia-smi).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+ANSIBLE = REPO / "ansible"
+BASE_IMAGE = os.environ.get("SPECBENCH_BASE_IMAGE", "specbench/base:bookworm")
+NETWORK = os.environ.get("SPECBENCH_E2E_TARGET_NETWORK", "bridge")
+PREFIX = "sbans-fresh-"
+
+
+def _docker(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        ["docker", *args], input=stdin, capture_output=True, text=True, timeout=120
+    )
+
+
+class Target:
+    """One fresh container and the playbook runs made against it."""
+
+    def __init__(self, tmp: Path) -> None:
+        self.name = PREFIX + secrets.token_hex(4)
+        self.tmp = tmp
+        r = _docker(
+            "run", "-d", "--name", self.name, "--network", NETWORK,
+            "--label", "specbench.test=ansible-fresh-host", BASE_IMAGE, "sleep", "infinity",
+        )  # fmt: skip
+        assert r.returncode == 0, f"cannot start {BASE_IMAGE}: {r.stderr}"
+        self.mirror = self._mirror()
+
+    def _mirror(self) -> str:
+        # the image's sources.list is the mirror debootstrap used (docker/base/build.sh)
+        out = self.sh("cat /etc/apt/sources.list 2>/dev/null").stdout.split()
+        return out[1] if len(out) > 1 and out[0] == "deb" else "http://deb.debian.org/debian"
+
+    def sh(self, cmd: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+        return _docker("exec", "-i", self.name, "sh", "-c", cmd, stdin=stdin)
+
+    def fake(self, tool: str, script: str) -> None:
+        """Put a fake `tool` first on the target's PATH (/usr/local/bin)."""
+        r = self.sh(f"cat > /usr/local/bin/{tool} && chmod 0755 /usr/local/bin/{tool}", script)
+        assert r.returncode == 0, r.stderr
+
+    def clear_fakes(self) -> None:
+        self.sh("rm -f /usr/local/bin/*")
+
+    def remove(self) -> None:
+        _docker("rm", "-f", self.name)
+
+    def run(
+        self, name: str, tags: str, extravars: dict[str, Any], skip: str = "", check: bool = False
+    ) -> Any:
+        import ansible_runner
+
+        bindir = str(Path(sys.executable).parent)
+        private = self.tmp / "runner" / f"{name}-{secrets.token_hex(3)}"
+        private.mkdir(parents=True)
+        return ansible_runner.run(
+            private_data_dir=str(private),
+            project_dir=str(ANSIBLE),
+            playbook="site.yml",
+            inventory={
+                "all": {
+                    "hosts": {
+                        "fresh": {
+                            "ansible_connection": "community.docker.docker",
+                            "ansible_host": self.name,
+                            "ansible_user": "root",
+                            "ansible_python_interpreter": "/usr/bin/python3",
+                        }
+                    }
+                }
+            },
+            extravars=extravars,
+            cmdline=f"--tags {tags}"
+            + (f" --skip-tags {skip}" if skip else "")
+            + (" --check" if check else ""),
+            envvars={
+                "PATH": f"{bindir}:{os.environ.get('PATH', '')}",
+                "ANSIBLE_CONFIG": str(ANSIBLE / "ansible.cfg"),
+                # facts gathered once per container (about 3 s a run over `docker exec`); the
+                # checks under test read the host with commands, not facts
+                "ANSIBLE_CACHE_PLUGIN": "jsonfile",
+                "ANSIBLE_CACHE_PLUGIN_CONNECTION": str(self.tmp / "facts"),
+                "ANSIBLE_CACHE_PLUGIN_TIMEOUT": "3600",
+            },
+            quiet=True,
+            timeout=600,
+        )
+
+
+def _base_vars(t: Target, tmp: Path) -> dict[str, Any]:
+    """The real backend, with what a container cannot have switched to stand-ins."""
+    return {
+        "bench_backend": "real",
+        "specbench_home": "/opt/specbench",
+        "bundle_stage_dir": str(tmp / "stage"),
+        # a Debian container stands in for the Ubuntu host
+        "preflight_supported_os": {"Ubuntu": ["22.04", "24.04"], "Debian": ["12"]},
+        "preflight_min_free_disk_gb": 1,
+        "preflight_min_ram_gb": 1,
+        "preflight_check_connectivity": False,
+        # the GPU, driver and image checks have their own tests below, with fakes
+        "preflight_require_gpus": False,
+        "preflight_check_driver": False,
+        "preflight_check_images": False,
+        # no route to download.docker.com / nvidia.github.io from here: the vendor repositories
+        # are replaced by one on the Debian mirror, through the same deb822_repository path
+        "nvidia_driver_manage": False,
+        "docker_manage_packages": False,
+        "nvidia_container_toolkit_manage": False,
+        "prerequisites_vendor_repositories": False,
+        "prerequisites_extra_repositories": [
+            {
+                "name": "specbench-e2e-updates",
+                "uris": t.mirror,
+                "suites": ["bookworm-updates"],
+                "components": ["main"],
+                "signed_by": "/usr/share/keyrings/debian-archive-keyring.gpg",
+            }
+        ],
+        "prerequisites_extra_pins": [{"package": "python3-debian", "version": "0.1.49*"}],
+    }
+
+
+def _failures(r: Any) -> list[str]:
+    out = []
+    for e in r.events:
+        if e.get("event") == "runner_on_failed" and not e["event_data"].get("ignore_errors"):
+            d = e["event_data"]
+            out.append(f"{d.get('task')}: {json.dumps(d.get('res', {}))[:2000]}")
+    return out
+
+
+def _stdout(r: Any) -> str:
+    return (Path(r.config.artifact_dir) / "stdout").read_text()
+
+
+def _changed_tasks(r: Any) -> list[str]:
+    return sorted(
+        e["event_data"]["task"]
+        for e in r.events
+        if e.get("event") == "runner_on_ok" and e["event_data"].get("res", {}).get("changed")
+    )
+
+
+@pytest.fixture(scope="module")
+def make_target(
+    docker_client: Any, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Callable[[], Target]]:
+    try:
+        docker_client.images.get(BASE_IMAGE)
+    except Exception as err:  # CI must fail here, not skip: the image is built by the suite
+        pytest.fail(f"{BASE_IMAGE} missing ({err}); build it with docker/base/build.sh")
+    made: list[Target] = []
+
+    def make() -> Target:
+        t = Target(tmp_path_factory.mktemp("fresh-host"))
+        made.append(t)
+        return t
+
+    yield make
+    for t in made:
+        t.remove()
+
+
+@pytest.fixture(scope="module")
+def provisioned(make_target: Callable[[], Target]) -> Iterator[tuple[Target, Any]]:
+    """A fresh target after one preflight + prerequisites run."""
+    t = make_target()
+    assert t.sh("python3 -c 'import debian'").returncode != 0, "the image is not fresh"
+    first = t.run("first", "preflight,prerequisites", _base_vars(t, t.tmp))
+    assert first.rc == 0, "\n".join(_failures(first)) or _stdout(first)[-4000:]
+    yield t, first
+
+
+def test_without_prerequisites_the_repository_step_fails(
+    make_target: Callable[[], Target],
+) -> None:
+    """The playbook before the prerequisites role: deb822_repository on a fresh host."""
+    t = make_target()
+    extravars = {**_base_vars(t, t.tmp), "prerequisites_packages": ["ca-certificates"]}
+    r = t.run("no-prereqs", "prerequisites", extravars)
+    assert r.rc != 0
+    failures = _failures(r)
+    assert failures and failures[0].startswith("Ensure your own apt repositories")
+    assert "python3-debian" in failures[0]
+
+
+def test_fresh_host_passes_with_prerequisites(provisioned: tuple[Target, Any]) -> None:
+    t, first = provisioned
+    assert t.sh("python3 -c 'import debian, apt'").returncode == 0
+    assert t.sh("command -v lspci && command -v gpg && command -v curl").returncode == 0
+    src = t.sh("cat /etc/apt/sources.list.d/specbench-e2e-updates.sources").stdout
+    assert "Suites: bookworm-updates" in src
+    changed = _changed_tasks(first)
+    assert any(c.startswith("Ensure the packages later tasks rely on") for c in changed), changed
+    ran = {e["event_data"].get("task") for e in first.events if e.get("event") == "runner_on_ok"}
+    assert "Check that every pinned version is listed." in ran
+
+
+def test_second_run_changes_nothing(provisioned: tuple[Target, Any]) -> None:
+    t, _ = provisioned
+    r = t.run("second", "preflight,prerequisites", _base_vars(t, t.tmp))
+    assert r.rc == 0, "\n".join(_failures(r))
+    assert r.stats["changed"] == {}, f"changed on the second run: {_changed_tasks(r)}"
+
+
+# ---- preflight refusals, one at a time, with fakes on the target's PATH ----------------------
+
+FAKE_UNAME = """#!/bin/sh
+if [ "$1" = "-r" ]; then echo "{kernel}"; else exec /usr/bin/uname "$@"; fi
+"""
+FAKE_MOKUTIL = """#!/bin/sh
+[ "$1" = "--sb-state" ] && echo "SecureBoot {state}"
+"""
+FAKE_APT_CACHE = """#!/bin/sh
+if [ "$1" = madison ]; then
+  case "$2" in
+{cases}
+  esac
+  exit 0
+fi
+exec /usr/bin/apt-cache "$@"
+"""
+FAKE_LSPCI = """#!/bin/sh
+{lines}
+"""
+LSPCI_3090 = 'echo "{slot} 0300: 10de:2204 (rev a1)"'
+FAKE_SMI = """#!/bin/sh
+case "$*" in
+  *driver_version*) echo "580.95.05";;
+  *) echo "NVIDIA GeForce RTX 3090, 24576";;
+esac
+"""
+FAKE_DOCKER = """#!/bin/sh
+if [ "$1" = manifest ] && [ "$2" = inspect ]; then
+  case "$3" in
+    vllm/vllm-openai:*) echo "no such manifest: docker.io/$3" >&2; exit 1;;
+    *) echo '{"schemaVersion": 2}'; exit 0;;
+  esac
+fi
+exit 1
+"""
+
+
+@pytest.fixture
+def target(provisioned: tuple[Target, Any]) -> Iterator[Target]:
+    t, _ = provisioned
+    t.clear_fakes()
+    yield t
+    t.clear_fakes()
+
+
+def _refusal(t: Target, tags: str, extra: dict[str, Any]) -> str:
+    """Run with `extra` and return the message of the one failure it must end with."""
+    return _refusal_tags(t, tags, "", {**_base_vars(t, t.tmp), **extra})
+
+
+def _refusal_tags(t: Target, tags: str, skip: str, extravars: dict[str, Any]) -> str:
+    r = t.run("refusal", tags, extravars, skip=skip)
+    failures = _failures(r)
+    assert r.rc != 0 and failures, _stdout(r)[-3000:]
+    assert len(failures) == 1, failures
+    return failures[0]
+
+
+def test_refuses_dkms_under_secure_boot(target: Target) -> None:
+    target.fake("mokutil", FAKE_MOKUTIL.format(state="enabled"))
+    target.fake("uname", FAKE_UNAME.format(kernel="6.8.0-85-generic"))
+    msg = _refusal(target, "preflight", {"preflight_check_driver": True})
+    assert "Secure Boot is enabled (SecureBoot enabled)" in msg
+    assert "mokutil --import" in msg and "linux-modules-nvidia-580-server-open-" in msg
+
+
+def test_prebuilt_modules_pass_under_secure_boot(target: Target) -> None:
+    kernel = "6.8.0-85-generic"
+    target.fake("mokutil", FAKE_MOKUTIL.format(state="enabled"))
+    target.fake("uname", FAKE_UNAME.format(kernel=kernel))
+    pkg = f"linux-modules-nvidia-580-server-open-{kernel}"
+    src = "http://archive.ubuntu.com/ubuntu noble-updates/restricted amd64 Packages"
+    case = f'    {pkg}) echo " {pkg} | 6.8.0-85.85+1 | {src}";;'
+    target.fake("apt-cache", FAKE_APT_CACHE.format(cases=case))
+    r = target.run(
+        "prebuilt", "preflight", {**_base_vars(target, target.tmp), "preflight_check_driver": True}
+    )
+    assert r.rc == 0, "\n".join(_failures(r))
+    assert "Driver path: prebuilt (kernel 6.8.0-85-generic, Secure Boot on" in _stdout(r)
+
+
+def test_auto_keeps_the_path_an_earlier_install_recorded(target: Target) -> None:
+    """Prebuilt modules now listed, but DKMS is installed: no switch behind the user's back."""
+    kernel = "6.8.0-85-generic"
+    target.fake("uname", FAKE_UNAME.format(kernel=kernel))
+    pkg = f"linux-modules-nvidia-580-server-open-{kernel}"
+    target.fake("apt-cache", FAKE_APT_CACHE.format(cases=f'    {pkg}) echo " {pkg} | 1 | x";;'))
+    record = '{"schema": "specbench.nvidia-driver/1", "path": "dkms"}'
+    target.sh("mkdir -p /var/lib/specbench && cat > /var/lib/specbench/nvidia-driver.json", record)
+    try:
+        extra = {**_base_vars(target, target.tmp), "preflight_check_driver": True}
+        r = target.run("recorded", "preflight", extra)
+    finally:
+        target.sh("rm -rf /var/lib/specbench")
+    assert r.rc == 0, "\n".join(_failures(r))
+    assert "Driver path: dkms (as recorded by an earlier install) (kernel 6.8.0-85-generic" in (
+        _stdout(r)
+    )
+
+
+def test_refuses_a_kernel_outside_the_dkms_range(target: Target) -> None:
+    target.fake("uname", FAKE_UNAME.format(kernel="6.17.9-061709-generic"))
+    target.fake("mokutil", FAKE_MOKUTIL.format(state="disabled"))
+    msg = _refusal(target, "preflight", {"preflight_check_driver": True})
+    assert "Kernel 6.17.9-061709-generic is outside the range" in msg
+    assert "5.15 <=" in msg and "< 6.15" in msg and "linux-generic" in msg
+
+
+def test_refuses_an_image_tag_the_registry_lacks(target: Target) -> None:
+    target.fake("docker", FAKE_DOCKER)
+    msg = _refusal(target, "preflight", {"preflight_check_images": True})
+    assert "The registry does not have vllm/vllm-openai:v0.33.0: no such manifest" in msg
+    assert "lmsysorg/sglang" not in msg.split("The run would")[0]
+
+
+def test_refuses_an_apt_version_madison_does_not_list(target: Target) -> None:
+    src = "https://download.docker.com/linux/debian bookworm/stable amd64 Packages"
+    case = f'    docker-ce) echo " docker-ce | 5:28.5.0-1~debian.12~bookworm | {src}";;'
+    target.fake("apt-cache", FAKE_APT_CACHE.format(cases=case))
+    msg = _refusal(target, "prerequisites", {"docker_manage_packages": True})
+    assert "apt-cache madison does not list these pinned versions" in msg
+    assert "docker-ce=5:28.5.1-* (listed: 5:28.5.0-1~debian.12~bookworm)" in msg
+    assert "containerd.io=1.7.28-* (listed: none" in msg
+
+
+def test_refuses_too_little_disk(target: Target) -> None:
+    msg = _refusal(target, "preflight", {"preflight_min_free_disk_gb": 1000000})
+    assert "GiB free on the filesystem of /" in msg and "1000000 GiB are needed" in msg
+
+
+def test_refuses_fewer_than_two_gpus_on_the_pci_bus(target: Target) -> None:
+    target.fake("lspci", FAKE_LSPCI.format(lines=LSPCI_3090.format(slot="01:00.0")))
+    msg = _refusal(target, "preflight", {"preflight_require_gpus": True})
+    assert "Found 1 GPU(s) with PCI id 10de:2204, expected 2" in msg
+
+
+def test_refuses_fewer_than_two_gpus_in_nvidia_smi(target: Target) -> None:
+    lines = "\n".join(LSPCI_3090.format(slot=s) for s in ("01:00.0", "02:00.0"))
+    target.fake("lspci", FAKE_LSPCI.format(lines=lines))
+    target.fake("nvidia-smi", FAKE_SMI)
+    msg = _refusal(target, "preflight", {"preflight_require_gpus": True})
+    assert "nvidia-smi reports" in msg and "expected 2 x" in msg
+
+
+# ---- pins that can be resolved, and the benchmark's hold on upgrades --------------------------
+
+# Stands in for the bundle's python running fetch_model.py: "resolves" a ref to sha1(repo id).
+FAKE_VENV_PYTHON = """#!/bin/sh
+repo=""; rev=""; ref=""
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --repo-id) repo="$2"; shift;; --revision) rev="$2"; shift;; --resolve-ref) ref="$2"; shift;;
+  esac
+  shift
+done
+if [ "$rev" = unresolved ]; then
+  [ -n "$ref" ] || { echo "unresolved without --resolve-ref" >&2; exit 1; }
+  rev=$(printf %s "$repo@$ref" | sha1sum | cut -c1-40)
+fi
+echo "{\\"changed\\": true, \\"revision\\": \\"$rev\\", \\"files\\": 1, \\"verified\\": true}"
+"""
+FAKE_SPECBENCH = """#!/bin/sh
+if grep -qs 'Unattended-Upgrade "0"' /etc/apt/apt.conf.d/99specbench-hold; then
+  echo held > /tmp/sbans-matrix-ran
+else
+  echo not-held > /tmp/sbans-matrix-ran
+fi
+exit {rc}
+"""
+FAKE_SNAP = """#!/bin/sh
+echo "$*" >> /tmp/sbans-snap.log
+"""
+LOCAL_ID = "sha256:" + "b" * 64
+FAKE_DOCKER_INSPECT = f"""#!/bin/sh
+if [ "$1" = image ] && [ "$2" = inspect ]; then echo "{LOCAL_ID}"; exit 0; fi
+exit 1
+"""
+
+
+def _models_vars(t: Target, **extra: Any) -> dict[str, Any]:
+    return {
+        **_base_vars(t, t.tmp),
+        "models_venv": "/opt/sbans-venv",
+        "models_checkpoint_preflight": False,
+        "models_poll_s": 1,
+        "models_resolved_file": str(t.tmp / "resolved-models.yml"),
+        **extra,
+    }
+
+
+def _fake_venv(t: Target, tool: str, script: str) -> None:
+    r = t.sh(
+        f"mkdir -p /opt/sbans-venv/bin && cat > /opt/sbans-venv/bin/{tool}"
+        f" && chmod 0755 /opt/sbans-venv/bin/{tool}",
+        script,
+    )
+    assert r.returncode == 0, r.stderr
+
+
+def test_unresolved_model_revisions_are_refused(target: Target) -> None:
+    msg = _refusal_tags(
+        target, "models", "preflight,prerequisites,bundle,verify", _models_vars(target)
+    )
+    assert "has no revision for btbtyler09/Qwen3.8-27B-GPTQ-4bit, z-lab/Qwen3.8-27B-DFlash2" in msg
+    assert "models_allow_unresolved=true" in msg
+
+
+def test_model_revisions_resolve_once_and_are_written_out(target: Target) -> None:
+    import hashlib
+
+    import yaml
+
+    _fake_venv(target, "python", FAKE_VENV_PYTHON)
+    extra = _models_vars(target, models_allow_unresolved=True)
+    r = target.run("models-resolve", "models", extra, skip="preflight,prerequisites,bundle,verify")
+    assert r.rc == 0, "\n".join(_failures(r))
+    resolved = yaml.safe_load((target.tmp / "resolved-models.yml").read_text())["models"]
+    for key, hf_id in [("target", "btbtyler09/Qwen3.8-27B-GPTQ-4bit"),
+                       ("dflash-draft", "z-lab/Qwen3.8-27B-DFlash2")]:  # fmt: skip
+        want = hashlib.sha1(f"{hf_id}@main".encode()).hexdigest()
+        assert resolved[key] == {"hf_id": hf_id, "revision": want}
+
+
+def _bench_vars(t: Target, **extra: Any) -> dict[str, Any]:
+    return {
+        **_base_vars(t, t.tmp),
+        "benchmark_venv": "/opt/sbans-venv",
+        "benchmark_run_id": "fresh",
+        "benchmark_poll_s": 1,
+        "benchmark_allow_unpinned": True,
+        **extra,
+    }
+
+
+BENCH_SKIP = "preflight,prerequisites,bundle,images,models,verify"
+
+
+@pytest.mark.parametrize("matrix_rc", [0, 1])
+def test_benchmark_holds_upgrades_for_the_run_and_releases_them(
+    target: Target, matrix_rc: int
+) -> None:
+    target.sh("rm -f /tmp/sbans-matrix-ran /tmp/sbans-snap.log")
+    _fake_venv(target, "specbench", FAKE_SPECBENCH.format(rc=matrix_rc))
+    target.fake("snap", FAKE_SNAP)
+    target.fake("docker", FAKE_DOCKER_INSPECT)
+    r = target.run("bench", "bench", _bench_vars(target), skip=BENCH_SKIP)
+    assert (r.rc == 0) == (matrix_rc == 0), "\n".join(_failures(r))
+    assert target.sh("cat /tmp/sbans-matrix-ran").stdout.strip() == "held"
+    # released after the run, also when the matrix failed
+    assert target.sh("test -e /etc/apt/apt.conf.d/99specbench-hold").returncode != 0
+    snap = target.sh("cat /tmp/sbans-snap.log").stdout.splitlines()
+    assert snap == ["refresh --hold=49h", "refresh --unhold"]
+
+
+def test_benchmark_refuses_a_local_image_whose_id_is_not_the_pin(target: Target) -> None:
+    import yaml
+
+    target.sh("rm -f /tmp/sbans-matrix-ran")
+    _fake_venv(target, "specbench", FAKE_SPECBENCH.format(rc=0))
+    target.fake("docker", FAKE_DOCKER_INSPECT)
+    experiment = yaml.safe_load(
+        (REPO / "bench" / "experiments" / "qwen38-27b-gptq-2x3090.yaml").read_text()
+    )
+    pinned = "sha256:" + "a" * 64
+    experiment["images"]["sglang"]["digest"] = pinned
+    msg = _refusal_tags(target, "bench", BENCH_SKIP, _bench_vars(target, experiment=experiment))
+    image = experiment["images"]["sglang"]["image"]
+    assert f"{image} is {LOCAL_ID}, pinned {pinned}" in msg
+    assert target.sh("test -e /tmp/sbans-matrix-ran").returncode != 0, "the matrix ran"
+
+
+def test_gpu_roles_run_in_check_mode_on_the_fresh_host(target: Target) -> None:
+    """Driver, Docker and toolkit tasks rendered and run in --check (their packages are not
+    reachable from here: installs fail and are ignored in check mode, as on a first --check)."""
+    target.fake("uname", FAKE_UNAME.format(kernel="6.8.0-85-generic"))
+    target.fake("mokutil", FAKE_MOKUTIL.format(state="disabled"))
+    extra = {
+        **_base_vars(target, target.tmp),
+        "preflight_check_driver": True,
+        "nvidia_driver_manage": True,
+        "docker_manage_packages": True,
+        "nvidia_container_toolkit_manage": True,
+        "nvidia_driver_os": "Ubuntu",
+        "nvidia_container_toolkit_os": "Ubuntu",
+        "prerequisites_check_pins": False,
+    }
+    r = target.run("gpu-check", "driver,docker,toolkit", extra, check=True)
+    assert r.rc == 0, "\n".join(_failures(r)) or _stdout(r)[-3000:]
+    ran = {
+        e["event_data"].get("task")
+        for e in r.events
+        if e.get("event") in ("runner_on_ok", "runner_on_failed")
+    }
+    for task in (
+        "Ensure the pinned driver packages are installed.",
+        "Ensure the record says which path and versions are installed.",
+        "Ensure the pinned Docker packages are installed.",
+        "Ensure the four toolkit packages are installed at the pinned version.",
+    ):
+        assert task in ran, sorted(t for t in ran if t)
+    assert "Driver path: dkms (kernel 6.8.0-85-generic, Secure Boot off" in _stdout(r)
+    # what check mode may ignore here: packages this container cannot reach, no systemd, no GPU
+    allowed = (
+        "No package matching",
+        "One or more items failed",  # the holds of those packages
+        'executable "systemctl"',
+        "Could not find the requested service docker",
+        "Error executing command",  # nvidia-smi
+    )
+    ignored = [
+        f"{e['event_data']['task']}: {e['event_data']['res'].get('msg')}"
+        for e in r.events
+        if e.get("event") == "runner_on_failed" and e["event_data"].get("ignore_errors")
+    ]
+    assert ignored and all(any(a in i for a in allowed) for i in ignored), ignored
