@@ -262,8 +262,8 @@ def lock_for(specs: list[Spec]) -> str:
         if cfg.name not in levels:
             continue
         args = list(cfg.args)
-        if cfg.name == "sglang-dflash":
-            args[args.index("--max-running-requests") + 1] = "5"
+        if cfg.name == "sglang-dflash":  # the seed's five live requests (Mamba cache)
+            args += ["--max-running-requests", "5"]
         configs.append(cfg.model_copy(update={"concurrency": levels[cfg.name], "args": args}))
     return _lock(exp.model_copy(update={"configurations": configs}))
 
