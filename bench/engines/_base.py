@@ -58,6 +58,7 @@ class ContainerSpec:
     ipc_host: bool = True
     shm_size: str | None = None
     name: str | None = None
+    image_id: str | None = None  # a local build's pinned ID: the launcher refuses another
 
     def run_line(self) -> str:
         """The equivalent ``docker run`` command line (env values are never printed)."""
@@ -235,6 +236,7 @@ class Engine:
             ipc_host=experiment.server.ipc_host,
             shm_size=experiment.server.shm_size,
             name=f"specbench-{run_id}-{cfg.name}",
+            image_id=image.local_image_id if image_override is None else None,
         )
 
     def docker_run_line(

@@ -18,7 +18,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Final, Literal
 
-from pydantic import Field
+from pydantic import ConfigDict, Field
 
 from bench import __version__
 from bench.core import StrictModel, sha256_file
@@ -65,6 +65,27 @@ class ContainerToolkit(StrictModel):
     nvidiaContainerCli: str | None = Field(default=None, description="nvidia-container-cli")
 
 
+DRIVER_RECORD: Final = Path("/var/lib/specbench/nvidia-driver.json")
+
+
+class DriverInstall(StrictModel):
+    """How Ansible installed the NVIDIA driver (roles/nvidia_driver/tasks/record.yml): Canonical's
+    signed prebuilt modules or DKMS, and the exact package versions."""
+
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+    schema_: Literal["specbench.nvidia-driver/1"] = Field(alias="schema")
+    path: Literal["prebuilt", "dkms"]
+    source: str | None = None
+    branch: str | None = None
+    open_kernel_modules: bool | None = None
+    pinned: str | None = None
+    version: str | None = None
+    packages: dict[str, str] = Field(default_factory=dict)
+    kernel: str | None = None
+    secure_boot: bool | str | None = None
+
+
 class Provenance(StrictModel):
     schemaVersion: Literal["specbench.provenance/1"] = PROVENANCE_SCHEMA
     capturedAt: str
@@ -81,6 +102,9 @@ class Provenance(StrictModel):
     arch: str | None = None
     docker: DockerInfo | None = None
     containerToolkit: ContainerToolkit | None = None
+    driverInstall: DriverInstall | None = Field(
+        default=None, description="the provisioning record of the driver install, if any"
+    )
     notes: list[str] = Field(default_factory=list)
 
 
@@ -165,6 +189,17 @@ def _driver_from_nvml() -> tuple[str | None, str | None]:
         pynvml.nvmlShutdown()
 
 
+def _driver_install(path: Path, notes: list[str]) -> DriverInstall | None:
+    """The Ansible driver record when this host has one; a note when it does not parse."""
+    if not path.is_file():
+        return None
+    try:
+        return DriverInstall.model_validate_json(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as err:
+        notes.append(f"{path}: unreadable driver record ({type(err).__name__})")
+        return None
+
+
 def capture_provenance(
     *,
     experiment_path: Path | None = None,
@@ -176,6 +211,7 @@ def capture_provenance(
     probe_docker: bool = True,
     probe_toolkit: bool = True,
     run: Runner = run_command,
+    driver_record: Path = DRIVER_RECORD,
 ) -> Provenance:
     """Gather provenance. Pass what the caller already knows (``images`` with digests from Docker,
     ``hardware`` for driver/CUDA, ``docker``); the rest is probed unless switched off."""
@@ -209,5 +245,6 @@ def capture_provenance(
         arch=host.arch,
         docker=docker,
         containerToolkit=container_toolkit(run) if probe_toolkit else None,
+        driverInstall=_driver_install(driver_record, notes),
         notes=notes,
     )

@@ -258,7 +258,22 @@ class DockerLauncher:
             kwargs["shm_size"] = spec.shm_size
         return kwargs
 
+    def check_image(self, spec: ContainerSpec) -> None:
+        """A local build is pinned by image ID: refuse a tag that points at another build."""
+        if spec.image_id is None:
+            return
+        try:
+            found = self.client.images.get(spec.image).id
+        except Exception as err:
+            raise RunError(f"image {spec.image} is not on this host: {scrub(str(err))}") from None
+        if found != spec.image_id:
+            raise RunError(
+                f"image {spec.image} has ID {found}, the experiment pins {spec.image_id}: "
+                "build it from the pinned inputs (docker/sglang) or resolve the pin again"
+            )
+
     def start(self, spec: ContainerSpec, log_path: Path) -> DockerServer:
+        self.check_image(spec)
         kwargs = self.run_kwargs(spec)
         try:
             container = self.client.containers.run(**kwargs)

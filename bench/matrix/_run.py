@@ -79,7 +79,8 @@ def _run_provenance(
         ImageRef(
             ref=(opts.emulator_image if opts.emulated else img.ref),
             engine=img.engine,
-            digest=None if img.digest == "unresolved" else img.digest,
+            digest=None if img.digest == "unresolved" or img.build else img.digest,
+            imageId=img.local_image_id,
             upstreamVersion=img.version,
         )
         for img in exp.images.values()

@@ -119,8 +119,17 @@ class Image(StrictModel):
 
     @property
     def ref(self) -> str:
-        """``repo:tag@sha256:...`` when resolved, else the tag alone."""
-        return f"{self.image}@{self.digest}" if self.digest != UNRESOLVED else self.image
+        """What Docker runs: ``repo:tag@sha256:...`` for a pulled image once resolved; the tag
+        alone for a local build (its ``digest`` is the image ID, which Docker cannot resolve
+        after a tag: the launcher checks the ID instead) or while unresolved."""
+        if self.build is not None or self.digest == UNRESOLVED:
+            return self.image
+        return f"{self.image}@{self.digest}"
+
+    @property
+    def local_image_id(self) -> str | None:
+        """The pinned image ID of a local build (checked before a container starts)."""
+        return self.digest if self.build is not None and self.digest != UNRESOLVED else None
 
 
 class ByteEstimate(StrictModel):

@@ -1,0 +1,94 @@
+"""A locally built image (the patched SGLang image) is pinned by image ID: the experiment runs it
+by tag and the Docker launcher refuses a tag that points at another build; the driver install
+record reaches provenance."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from bench.core import RunError
+from bench.engines import get_engine, load_experiment
+from bench.machine import capture_provenance, cpu_only
+from bench.matrix import DockerLauncher
+
+SEED = "bench/experiments/qwen38-27b-gptq-2x3090.yaml"
+PINNED = "sha256:" + "ab" * 32
+
+
+class FakeImages:
+    def __init__(self, ids: dict[str, str]) -> None:
+        self.ids = ids
+
+    def get(self, ref: str) -> Any:
+        if ref not in self.ids:
+            raise LookupError(f"no such image: {ref}")
+        return SimpleNamespace(id=self.ids[ref])
+
+
+def _sglang_spec(digest: str) -> Any:
+    exp = load_experiment(SEED)
+    images = dict(exp.images)
+    images["sglang"] = images["sglang"].model_copy(update={"digest": digest})
+    exp = exp.model_copy(update={"images": images})
+    cfg = exp.configuration("sglang-mtp")
+    return exp, get_engine("sglang").container_spec(
+        cfg, exp, host_port=1, model_cache="/m", run_id="r"
+    )
+
+
+def test_local_build_runs_by_tag_and_is_checked_by_id() -> None:
+    exp, spec = _sglang_spec(PINNED)
+    img = exp.images["sglang"]
+    assert img.ref == img.image and "@" not in spec.image  # Docker cannot resolve tag@<image id>
+    assert spec.image_id == PINNED
+    launcher = DockerLauncher(client=SimpleNamespace(images=FakeImages({img.image: PINNED})))
+    launcher.check_image(spec)  # the pinned build: accepted
+    other = DockerLauncher(
+        client=SimpleNamespace(images=FakeImages({img.image: "sha256:" + "cd" * 32}))
+    )
+    with pytest.raises(RunError, match="the experiment pins sha256:abab"):
+        other.check_image(spec)
+    missing = DockerLauncher(client=SimpleNamespace(images=FakeImages({})))
+    with pytest.raises(RunError, match="is not on this host"):
+        missing.check_image(spec)
+
+
+def test_pulled_images_keep_tag_at_digest() -> None:
+    exp = load_experiment(SEED)
+    vllm = exp.images["vllm"].model_copy(update={"digest": PINNED})
+    assert vllm.ref == f"{vllm.image}@{PINNED}" and vllm.local_image_id is None
+    _, spec = _sglang_spec("unresolved")
+    assert spec.image_id is None
+
+
+def test_driver_record_reaches_provenance(tmp_path: Path) -> None:
+    record = tmp_path / "nvidia-driver.json"
+    record.write_text(
+        json.dumps(
+            {
+                "schema": "specbench.nvidia-driver/1",
+                "path": "prebuilt",
+                "source": "ubuntu",
+                "branch": "580",
+                "version": "580.95.05-0ubuntu1",
+                "kernel": "6.8.0-49-generic",
+                "packages": {"nvidia-utils-580-server": "580.95.05-0ubuntu1"},
+                "secure_boot": True,
+            }
+        )
+    )
+    kw: dict[str, Any] = {"probe_docker": False, "probe_toolkit": False, "hardware": cpu_only()}
+    p = capture_provenance(driver_record=record, **kw)
+    assert p.driverInstall is not None and p.driverInstall.path == "prebuilt"
+    assert p.driverInstall.packages == {"nvidia-utils-580-server": "580.95.05-0ubuntu1"}
+    assert capture_provenance(driver_record=tmp_path / "absent.json", **kw).driverInstall is None
+    record.write_text("{not json")
+    broken = capture_provenance(driver_record=record, **kw)
+    assert broken.driverInstall is None and any(
+        "unreadable driver record" in n for n in broken.notes
+    )
