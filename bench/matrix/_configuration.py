@@ -149,7 +149,16 @@ def run_configuration(ctx: RunContext, cfg: Configuration, outcome: Outcome) -> 
         sampler = started.sampler
         if sampler is None and not opts.emulated:
             progress.log(f"{cfg.name}: {started.reason}")
+        expected = cfg.expect_invalid is not None
         for k in exp.levels_for(cfg):
+            if opts.resume and arts.finished(cfg.name, [k], accept_invalid=expected):
+                # An interrupted configuration resumes at the level in flight: finished
+                # levels are never measured (or rewritten) again.
+                outcome.payloads.append(arts.payload(cfg.name, k))
+                done += warmup + iterations
+                progress.advance(warmup + iterations)
+                progress.log(f"{cfg.name} c={k}: finished earlier, skipped (--resume)")
+                continue
             progress.say(f"{cfg.name} c={k}")
             run_spec = RunSpec(
                 engine=cfg.engine,

@@ -57,10 +57,47 @@ SGLANG_REQS = "sglang:num_requests_total"
 SGLANG_DRAFT_TOKENS_GAUGE = "sglang:spec_num_draft_tokens"
 SGLANG_GAUGES = ("sglang:spec_accept_length", "sglang:spec_accept_rate")
 
-METRICS: dict[str, tuple[str, ...]] = {
-    "vllm": (VLLM_DRAFTS, VLLM_DRAFT_TOKENS, VLLM_ACCEPTED, VLLM_PER_POS),
-    "sglang": (SGLANG_VERIFY, SGLANG_GEN, SGLANG_REQS, SGLANG_DRAFT_TOKENS_GAUGE, *SGLANG_GAUGES),
+# The server's own TTFT histogram (vLLM 0.33.0 vllm/v1/metrics/loggers.py:931; SGLang 0.5.19
+# srt/observability/metrics_collector.py:1706): its _sum and _count deltas over a window give the
+# server-side mean TTFT of that window's requests, a cross-check of the client's clock.
+TTFT_HISTOGRAM = {
+    "vllm": "vllm:time_to_first_token_seconds",
+    "sglang": "sglang:time_to_first_token_seconds",
 }
+
+METRICS: dict[str, tuple[str, ...]] = {
+    "vllm": (
+        VLLM_DRAFTS,
+        VLLM_DRAFT_TOKENS,
+        VLLM_ACCEPTED,
+        VLLM_PER_POS,
+        "vllm:time_to_first_token_seconds_sum",
+        "vllm:time_to_first_token_seconds_count",
+    ),
+    "sglang": (
+        SGLANG_VERIFY,
+        SGLANG_GEN,
+        SGLANG_REQS,
+        SGLANG_DRAFT_TOKENS_GAUGE,
+        *SGLANG_GAUGES,
+        "sglang:time_to_first_token_seconds_sum",
+        "sglang:time_to_first_token_seconds_count",
+    ),
+}
+
+
+def server_ttft_ms(engine: str, before: MetricSnapshot, after: MetricSnapshot) -> float | None:
+    """Mean server-side TTFT (ms) of the requests that got their first token in the window."""
+    name = TTFT_HISTOGRAM.get(engine)
+    if name is None:
+        return None
+    s, c = f"{name}_sum", f"{name}_count"
+    if s not in after.values or c not in after.values:
+        return None
+    count = after.values[c] - before.values.get(c, 0.0)
+    if count <= 0:
+        return None
+    return 1000.0 * (after.values[s] - before.values.get(s, 0.0)) / count
 
 
 def parse_prometheus(text: str, wanted: Iterable[str]) -> dict[str, float]:

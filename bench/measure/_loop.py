@@ -36,7 +36,7 @@ from bench.core import (
 )
 from bench.engines import get_engine
 from bench.machine import measured_summary, no_telemetry_note
-from bench.measure._acceptance import SGLANG_GAUGES, combine, delta, snapshot
+from bench.measure._acceptance import SGLANG_GAUGES, combine, delta, server_ttft_ms, snapshot
 from bench.measure._client import Connection, RawResponse, chat_body, interpret_chat_stream, request
 from bench.measure._validity import measurement_reasons, throttle_warnings
 from bench.measure._workload import PromptFactory, load_tokenizer, nonce_stream, prompt_sha256
@@ -321,6 +321,7 @@ async def measure_async(
         is_emulator = is_emulator or em1 or em2 or any(r.is_emulator for r in raws)
         if before is not None and after is not None:
             it.acceptance = delta(spec.engine, before, after, spec.spec_num_tokens)
+            it.server_ttft_ms = server_ttft_ms(spec.engine, before, after)
         if not warmup and first_prompt is None:
             first_prompt = prompts[0]
         iterations.append(it)

@@ -143,6 +143,10 @@ class IterationRecord(MutableModel):
         default=None, description="total completion tokens / (last token - first send)"
     )
     acceptance: AcceptanceDelta | None = None
+    server_ttft_ms: float | None = Field(
+        default=None,
+        description="the server's own mean TTFT over this window (its TTFT histogram's deltas)",
+    )
     reasons: list[str] = Field(default_factory=list)
 
     @property

@@ -67,8 +67,10 @@ def upstream_literals(root: str) -> frozenset[str]:
 
 
 def metric_exists(name: str, literals: frozenset[str]) -> bool:
-    base = name.removesuffix(COUNTER_SUFFIX)
-    return name in literals or base in literals
+    """The name, or its family: the client library adds _total to a counter and _sum / _count
+    to a histogram."""
+    bases = {name.removesuffix(suffix) for suffix in (COUNTER_SUFFIX, "_sum", "_count")}
+    return name in literals or bool(bases & literals)
 
 
 def missing_metrics(names: set[str], roots: dict[str, Path]) -> list[str]:
