@@ -149,7 +149,7 @@ class EmulatedEngine:
         self.acceptance: tuple[float, ...] = profile.spec.acceptance if profile.spec else ()
         if profile.has(FailMode.ZERO_ACCEPTANCE):
             self.acceptance = tuple(0.0 for _ in self.acceptance)
-        self.cap = profile.max_running_requests or 1_000_000
+        self.cap = profile.admission_cap or 1_000_000
         self.scale = profile.time_scale
         self._rng = random.Random(seed)
         self._id_rng = random.Random(seed * 7919 + 17)

@@ -477,6 +477,13 @@ SGLANG_SKIPPED_MTP_TENSORS: Final = (
     "model.layers.0.mlp.up_proj.weight",
     "model.layers.0.mlp.down_proj.weight",
 )
+#: sglang/srt/mem_cache/kv_cache_configurator.py:2126-2135 (a warning, once per rank)
+SGLANG_MAMBA_CAP: Final = (
+    "max_running_requests is capped to {cap} by the mamba state cache "
+    "(max_mamba_cache_size={size}, {ratio} state slots per request). To raise it: increase "
+    "--mamba-full-memory-ratio or --max-mamba-cache-size, or halve the state size with "
+    "--mamba-ssm-dtype bfloat16."
+)
 #: sglang/srt/managers/scheduler.py:1145-1153
 SGLANG_CAPACITY_LINE: Final = (
     "max_total_num_tokens={max_total}, chunked_prefill_size={chunked}, "

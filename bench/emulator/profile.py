@@ -119,6 +119,9 @@ class Profile(_Strict):
     step_jitter: float = Field(default=0.0, ge=0.0, le=0.2)
     spec: SpecSettings | None = None
     max_running_requests: int | None = Field(default=None, ge=1)
+    #: SGLang only: live requests the Mamba state cache holds; a larger admission cap is
+    #: lowered to it, with the engine's warning (the seed's SGLang DFlash: five)
+    mamba_cap: int | None = Field(default=None, ge=1)
     #: tokens generated before a natural EOS when the request does not set ignore_eos
     natural_stop_tokens: int | None = Field(default=None, ge=1)
     #: emulated seconds between vLLM stat log lines (vLLM's VLLM_LOG_STATS_INTERVAL)
@@ -151,6 +154,12 @@ class Profile(_Strict):
         lo, hi = sizes[i - 1], sizes[i]
         frac = (batch - lo) / (hi - lo)
         return times[i - 1] + frac * (times[i] - times[i - 1])
+
+    @property
+    def admission_cap(self) -> int | None:
+        """What the server admits: the configured cap, lowered by the Mamba state cache."""
+        caps = [c for c in (self.max_running_requests, self.mamba_cap) if c is not None]
+        return min(caps) if caps else None
 
     def prefill_ms(self, prompt_tokens: int) -> float:
         return self.prefill_base_ms + self.prefill_per_token_ms * prompt_tokens

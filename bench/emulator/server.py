@@ -189,13 +189,19 @@ class EmulatorServer:
                         tp_rank=rank,
                     )
                 )
+        if p.mamba_cap is not None and p.admission_cap != p.max_running_requests:
+            for rank in range(p.tensor_parallel):
+                msg = formats.SGLANG_MAMBA_CAP.format(
+                    cap=p.mamba_cap, size=p.mamba_cap * 2, ratio=2
+                )
+                self.log(formats.sglang_log(msg, tp_rank=rank))
         self.log(
             formats.sglang_log(
                 formats.SGLANG_CAPACITY_LINE.format(
                     max_total=p.max_total_num_tokens,
                     chunked=8192,
                     max_prefill=16384,
-                    max_running=p.max_running_requests or 0,
+                    max_running=p.admission_cap or 0,
                     context_len=p.context_len,
                     avail=3.21,
                 ),

@@ -172,6 +172,19 @@ class Engine:
         ]
         return problems + self.spec_problems(cfg, experiment)
 
+    # Log lines in which the engine states the admission cap it resolved (group 1: the cap).
+    admission_regexes: tuple[str, ...] = ()
+
+    def admission_from_log(self, text: str) -> tuple[int, str] | None:
+        """The live-request cap the engine logged it enforces, and the line; the last one."""
+        found: tuple[int, str] | None = None
+        for line in text.splitlines():
+            for rx in self.admission_regexes:
+                m = re.search(rx, line)
+                if m:
+                    found = (int(m.group(1)), line.strip())
+        return found
+
     def depth_args(self, args: list[str], k: int) -> list[str]:
         """``args`` rewritten to draft ``k`` tokens per step (a depth sweep's one point)."""
         raise NotImplementedError(f"{self.name}: no speculative-depth rewrite")

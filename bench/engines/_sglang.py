@@ -30,6 +30,13 @@ class SGLang(Engine):
     ready_regex = r"The server is fired up and ready to roll!"
     plumbing_flags = ("--host", "--port", "--served-model-name", "--enable-metrics")
     admission_flag = "--max-running-requests"
+    # the Mamba state cache lowers the cap (the seed's five live requests for DFlash)
+    # (the scheduler's capacity line, sglang/srt/managers/scheduler.py:1145-1153, states the cap
+    # it resolved; the last match wins)
+    admission_regexes = (
+        r"max_running_requests is capped to (\d+) by the mamba state cache",
+        r"max_running_requests=(\d+),",
+    )
     load_patterns = (
         LogPattern(
             code="draft_tensors_skipped",

@@ -352,6 +352,9 @@ def sweeps(rs: RunSet) -> list[ConcurrencySweep]:
         elif fact and fact.scales_through:
             through = fact.scales_through
         cap = (fact.admission_cap if fact else None) or _cap_from_flags(info)
+        cause = fact.cause if fact else None
+        if cause is None and info is not None and info.admission_source:
+            cause = info.admission_source
         queued = [c for c in levels if cap is not None and c > cap]
         growth = None
         last = known[-1] if known else None
@@ -371,7 +374,7 @@ def sweeps(rs: RunSet) -> list[ConcurrencySweep]:
                 admission_cap=cap,
                 queued_levels=queued,
                 ttft_growth=growth,
-                cause=fact.cause if fact else None,
+                cause=cause,
                 highest_mean_level=top.concurrency if top and peak and top is not peak else None,
             )
         )

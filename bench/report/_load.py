@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.core import InputError, Summary, read_json_model, sha256_file
-from bench.engines import plan_entries
+from bench.engines import flag_value, get_engine, plan_entries
 from bench.report._machine import hardware_tables, provenance_tables, telemetry_view
 from bench.report._model import (
     CommandBlock,
@@ -264,7 +264,7 @@ def load_artifacts(artifacts_dir: Path) -> RunSet:
     lock = _read_lock(d)
     exp = lock.experiment if lock is not None else None
     from_plan = _experiment_infos(exp) if exp is not None else None
-    configs = from_plan[0] if from_plan else ()
+    configs = _with_logged_caps(from_plan[0] if from_plan else (), logs)
     order = {c.name: i for i, c in enumerate(configs)}
     # The experiment's order, not the file names' (the seed lists vLLM DFlash first).
     runs.sort(
@@ -340,6 +340,39 @@ def load_artifacts(artifacts_dir: Path) -> RunSet:
         notes=(),
         emulator_time_scale=_time_scale(lock),
     )
+
+
+def _with_logged_caps(
+    configs: tuple[ConfigInfo, ...], logs: dict[str, list[str]]
+) -> tuple[ConfigInfo, ...]:
+    """Each configuration's effective admission cap as its engine logged it (the seed's SGLang
+    DFlash: five live requests, capped by the Mamba state cache); else from its flags."""
+    out = []
+    for info in configs:
+        logged = None
+        if info.engine is not None and info.name in logs:
+            logged = get_engine(info.engine).admission_from_log("\n".join(logs[info.name]))
+        if logged is not None:
+            info = info.model_copy(
+                update={"admission_cap": logged[0], "admission_source": f"engine log: {logged[1]}"}
+            )
+        else:
+            cap = flag_cap(info.flags)
+            if cap is not None:
+                info = info.model_copy(
+                    update={"admission_cap": cap[0], "admission_source": f"flag {cap[1]}"}
+                )
+        out.append(info)
+    return tuple(out)
+
+
+def flag_cap(flags: tuple[str, ...]) -> tuple[int, str] | None:
+    """The admission cap a configuration's flags set (--max-num-seqs / --max-running-requests)."""
+    for name in ("--max-running-requests", "--max-num-seqs"):
+        value = flag_value(list(flags), name)
+        if value and value.isdigit():
+            return int(value), name
+    return None
 
 
 def _read_lock(d: Path) -> RunLock | None:

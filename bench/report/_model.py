@@ -131,6 +131,9 @@ class ConfigInfo(StrictModel):
     admission_cap: int | None = Field(
         default=None, description="max live requests the server admits"
     )
+    admission_source: str | None = Field(
+        default=None, description="where the cap comes from: the engine's log line or a flag"
+    )
     rationale: str | None = None
     notes: tuple[str, ...] = ()
     depth_of: str | None = Field(default=None, description="the depth sweep this point is of")

@@ -41,9 +41,14 @@ def test_profiles_are_shaped_after_the_seed(name: str) -> None:
     assert 60 < ttft < 80
 
 
-def test_sglang_profiles_cap_admission_at_four() -> None:
-    for name in ("sglang-dflash", "sglang-mtp", "sglang-baseline"):
-        assert load_profile(name).max_running_requests == 4
+def test_sglang_admission_caps_follow_the_seed() -> None:
+    """MTP and the baseline carry the seed's --max-running-requests 4; DFlash has no cap flag,
+    so SGLang's default 48 is lowered by the Mamba state cache to the seed's five."""
+    for name in ("sglang-mtp", "sglang-baseline"):
+        assert load_profile(name).admission_cap == 4
+    dflash = load_profile("sglang-dflash")
+    assert (dflash.max_running_requests, dflash.mamba_cap, dflash.admission_cap) == (48, 5, 5)
+    assert dflash.with_overrides(max_running_requests=4).admission_cap == 4
 
 
 def test_step_time_interpolates_and_clamps() -> None:
