@@ -12,11 +12,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from bench.core import (
-    SIMULATED_BANNER,
-    RunError,
-    write_text,
-)
+from bench.core import SIMULATED_BANNER, RunError, utc_now, write_text
 from bench.engines import ContainerSpec, get_engine
 from bench.matrix._artifacts import Artifacts
 from bench.matrix._launch import (
@@ -219,5 +215,10 @@ def run_configuration(ctx: RunContext, cfg: Configuration, outcome: Outcome) -> 
         text = scrub(server.log_text())
         if opts.emulated:
             text = f"# {SIMULATED_BANNER}\n{text}"
+        if log_path.is_file() and log_path.stat().st_size:
+            # A resumed configuration: the earlier attempt's log (the evidence of why it
+            # stopped) stays, and this server's log follows it.
+            earlier = log_path.read_text(encoding="utf-8", errors="replace")
+            text = f"{earlier.rstrip()}\n# --- resumed at {utc_now()} (--resume) ---\n{text}"
         write_text(log_path, text)
     return done

@@ -182,6 +182,7 @@ class DockerServer:
         self.container = container
         self.base_url = base_url
         self._stopped = False
+        self._final_log: str | None = None
 
     def _reload(self) -> None:
         with contextlib.suppress(Exception):
@@ -201,6 +202,8 @@ class DockerServer:
         return int(self.container.attrs.get("RestartCount", 0) or 0)
 
     def log_text(self) -> str:
+        if self._final_log is not None:
+            return self._final_log
         try:
             raw = self.container.logs(stdout=True, stderr=True)
         except Exception:
@@ -213,6 +216,8 @@ class DockerServer:
         self._stopped = True
         with contextlib.suppress(Exception):
             self.container.stop(timeout=10)
+        # The log dies with the container: keep it (the matrix writes it after stopping).
+        self._final_log = self.log_text()
         with contextlib.suppress(Exception):
             self.container.remove(force=True)
 
