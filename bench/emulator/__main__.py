@@ -44,6 +44,12 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="admission cap (the configuration's --max-num-seqs / --max-running-requests)",
     )
+    parser.add_argument(
+        "--cudagraph-metrics",
+        action="store_true",
+        default=None,
+        help="vLLM: log the CUDA graph table every stats interval (as the real flag does)",
+    )
     return parser
 
 
@@ -58,6 +64,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             exit_code=args.exit_code,
             served_model=args.served_model,
             max_running_requests=args.max_running_requests,
+            cudagraph_metrics=args.cudagraph_metrics,
         )
     except (ProfileError, ValueError) as err:
         print(f"bench.emulator: error: {err}", file=sys.stderr)

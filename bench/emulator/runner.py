@@ -33,6 +33,7 @@ def resolve_profile(
     exit_code: int | None = None,
     served_model: str | None = None,
     max_running_requests: int | None = None,
+    cudagraph_metrics: bool | None = None,
 ) -> Profile:
     """The profile to run: by name/path (default ``<engine>-dflash``), with overrides."""
     if isinstance(profile, Profile):
@@ -47,6 +48,7 @@ def resolve_profile(
         exit_code=exit_code,
         served_model=served_model,
         max_running_requests=max_running_requests,
+        cudagraph_metrics=cudagraph_metrics,
     )
 
 

@@ -27,7 +27,15 @@ from bench.matrix._launch import (
     wait_ready,
 )
 from bench.matrix._options import MatrixOptions, Outcome, TelemetryFactory
-from bench.measure import ProgressBar, RunSpec, judge, measure, scan_log
+from bench.measure import (
+    ProgressBar,
+    RunSpec,
+    accept_lengths,
+    graph_check,
+    judge,
+    measure,
+    scan_log,
+)
 from bench.schema import (
     Configuration,
     Experiment,
@@ -178,15 +186,38 @@ def run_configuration(ctx: RunContext, cfg: Configuration, outcome: Outcome) -> 
                 command_snippet=shlex.join(argv),
                 model_revision=exp.target.revision,
             )
+            mark = len(server.log_text())  # the lines logged from here on are this level's
             payload: Payload = measure(
                 run_spec, progress, telemetry=sampler, no_telemetry_reason=started.reason
             )
             if interrupted.is_set():  # never write a payload whose measurement was cut short
                 raise KeyboardInterrupt
             done += warmup + iterations
-            findings = scan_log(server.log_text(), engine.load_patterns, cfg.speculative)
+            log = server.log_text()
+            window = log[mark:]
+            findings = scan_log(log, engine.load_patterns, cfg.speculative)
+            graphs = None
+            if engine.graph_patterns is not None:
+                graphs = graph_check(
+                    log,
+                    window,
+                    engine.graph_patterns,
+                    speculative=cfg.speculative,
+                    required=cfg.require_cuda_graphs,
+                    args=cfg.args,
+                )
             payload = judge(
-                payload, speculative=cfg.speculative, findings=findings, restarts=server.restarts()
+                payload,
+                speculative=cfg.speculative,
+                findings=findings,
+                restarts=server.restarts(),
+                graphs=graphs,
+                load_checks=tuple(
+                    dict.fromkeys(p.code for p in engine.load_patterns if p.severity == "invalid")
+                ),
+                window_accept_lengths=accept_lengths(window, engine.accept_length_pattern)
+                if cfg.speculative
+                else [],
             )
             outcome.payloads.append(arts.write_payload(cfg.name, k, payload))
             valid = payload.evidence.validity.valid
