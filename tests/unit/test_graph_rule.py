@@ -6,9 +6,8 @@ from __future__ import annotations
 
 from bench.emulator import formats
 from bench.engines import get_engine
-from bench.measure import accept_lengths, graph_check, judge
+from bench.measure import GraphCheck, accept_lengths, graph_check, judge
 from bench.schema import Configuration
-
 from tests.unit.test_validity import make_payload
 
 SG = get_engine("sglang")
