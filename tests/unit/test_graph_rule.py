@@ -49,7 +49,7 @@ def vl_table(mode: str, count: int = 40) -> str:
 
 def check_sg(
     log: list[str], window: list[str], *, speculative: bool = True, required: bool = False
-):  # type: ignore[no-untyped-def]
+) -> GraphCheck:
     return graph_check(
         "\n".join(log + window), "\n".join(window), SGP,
         speculative=speculative, required=required, args=[],
