@@ -7,8 +7,11 @@ from typing import Any
 
 from bench.core import StrictModel
 from bench.report._claims import (
+    ALPHA,
     Comparison,
+    Family,
     Pairwise,
+    claim_family,
     compare,
     ordered_unique,
     ranking,
@@ -77,20 +80,21 @@ def build_context(rs: RunSet, reference: RunSet | None = None) -> dict[str, Any]
     single_all = single_request(rs.runs)
     single = speculative(single_all)
     baselines = [r for r in single_all if r.method == "NONE"]
+    family: Family = claim_family(rs, single, baselines)
     ranked_runs = ranking(single)
     ranked = [
         Ranked(
             rank=i + 1,
             run=r,
-            vs_next=compare(r, ranked_runs[i + 1], "decode", rs.published_deltas)
+            vs_next=compare(r, ranked_runs[i + 1], "decode", rs.published_deltas, family)
             if i + 1 < len(ranked_runs)
             else None,
         )
         for i, r in enumerate(ranked_runs)
     ]
-    by_engine = within(single, "engine", rs)
-    by_method = within(single, "method", rs)
-    leaders = ttft_leaders(single, rs)
+    by_engine = within(single, "engine", rs, family)
+    by_method = within(single, "method", rs, family)
+    leaders = ttft_leaders(single, rs, family)
     leader_engines = {lead.run.engine for lead in leaders if lead.run is not None}
     ttft_engine = (
         leader_engines.pop()
@@ -99,14 +103,16 @@ def build_context(rs: RunSet, reference: RunSet | None = None) -> dict[str, Any]
     )
     dominant_method = _dominant(by_engine, "method")
     dominant_engine = _dominant(by_method, "engine")
-    sw = sweeps(rs)
+    sw = sweeps(rs, family)
     sweep_by_config = {s.config: s for s in sw}
     best = ranked[0].run if ranked else None
     best_decided = bool(ranked) and (ranked[0].vs_next is None or ranked[0].vs_next.decided)
     # The config with the lowest TTFT among those whose TTFT is ordered against all others.
     ttft_best: RunView | None = None
     for cand in single:
-        comps = [compare(cand, o, "ttft", rs.published_deltas) for o in single if o is not cand]
+        comps = [
+            compare(cand, o, "ttft", rs.published_deltas, family) for o in single if o is not cand
+        ]
         if comps and all(c.better == "a" and c.decided for c in comps):
             ttft_best = cand
     best_sweep = sweep_by_config.get(best.config) if best else None
@@ -136,7 +142,7 @@ def build_context(rs: RunSet, reference: RunSet | None = None) -> dict[str, Any]
     for b in baselines:
         for r in single:
             if r.engine == b.engine:
-                c = compare(r, b, "decode", rs.published_deltas)
+                c = compare(r, b, "decode", rs.published_deltas, family)
                 ratio = (
                     r.decode.mean / b.decode.mean
                     if r.decode.mean is not None and b.decode.mean
@@ -150,6 +156,8 @@ def build_context(rs: RunSet, reference: RunSet | None = None) -> dict[str, Any]
     return {
         "rs": rs,
         "simulated": rs.simulated,
+        "family": family,
+        "alpha": ALPHA,
         "single": single,
         "baselines": baselines,
         "ranked": ranked,
