@@ -32,7 +32,7 @@ TestKey = tuple[str, str, str]
 K = TypeVar("K")
 
 
-def test_key(figure: str, a: RunView, b: RunView) -> TestKey:
+def claim_key(figure: str, a: RunView, b: RunView) -> TestKey:
     lo, hi = sorted((a.key, b.key))
     return (figure, lo, hi)
 
@@ -218,7 +218,7 @@ def compare(
             better = "a" if a_wins else "b"
             hi, lo = max(fa.mean, fb.mean), min(fa.mean, fb.mean)
             percent = pct(hi, lo) if lo > 0 else None
-        sig, p, basis, q = _test_adj(fa, fb, test_key(metric, a, b), family)
+        sig, p, basis, q = _test_adj(fa, fb, claim_key(metric, a, b), family)
         if delta == 0:
             sig = "not_significant"
         return Comparison(
@@ -418,7 +418,7 @@ def _saturation_point(
     for p in known:
         if p is top:
             return top
-        key = test_key("aggregate", runs[p.concurrency], runs[top.concurrency])
+        key = claim_key("aggregate", runs[p.concurrency], runs[top.concurrency])
         sig, _, _ = _test(runs[p.concurrency].aggregate, best, key, family)
         if sig == "not_significant":
             return p
@@ -461,7 +461,7 @@ def _peak_tests(runs: list[RunView]) -> list[tuple[TestKey, Figure, Figure]]:
     for r in known:
         if r is top:
             break
-        out.append((test_key("aggregate", r, top), r.aggregate, top.aggregate))
+        out.append((claim_key("aggregate", r, top), r.aggregate, top.aggregate))
     return out
 
 
@@ -545,7 +545,7 @@ def claim_family(rs: RunSet, single: Sequence[RunView], baselines: Sequence[RunV
     tests: dict[TestKey, tuple[Figure, Figure]] = {}
 
     def add(figure: Metric, a: RunView, b: RunView) -> None:
-        tests.setdefault(test_key(figure, a, b), (_fig(a, figure), _fig(b, figure)))
+        tests.setdefault(claim_key(figure, a, b), (_fig(a, figure), _fig(b, figure)))
 
     ranked = ranking(single)
     for a, b in itertools.pairwise(ranked):
