@@ -40,6 +40,37 @@ class Speedup(StrictModel):
     comparison: Comparison
 
 
+class AfterFix(StrictModel):
+    """One run of a configuration on a patched image, with the seed's 'After the fix' evidence
+    (tensors loaded, graphs active, acceptance over sampled windows, the valid result)."""
+
+    run: RunView
+    patch_sha256: str
+    accept_min: float | None
+    accept_max: float | None
+    accept_windows: int
+
+
+def after_fix(rs: RunSet) -> list[AfterFix]:
+    """Every current run of a patched configuration, in the report's run order."""
+    out = []
+    for r in rs.runs:
+        info = rs.config_info(r.config)
+        if r.attempt is not None or info is None or info.patch_sha256 is None:
+            continue
+        acc = list(r.server_log.accept_lengths) if r.server_log else []
+        out.append(
+            AfterFix(
+                run=r,
+                patch_sha256=info.patch_sha256,
+                accept_min=min(acc) if acc else None,
+                accept_max=max(acc) if acc else None,
+                accept_windows=len(acc),
+            )
+        )
+    return out
+
+
 class SideBySide(StrictModel):
     config: str
     label: str
@@ -131,6 +162,7 @@ def build_context(rs: RunSet, reference: RunSet | None = None) -> dict[str, Any]
     max_sd = max((r.decode.stddev for r in single if r.decode.stddev is not None), default=None)
     ranking_resolved = all(x.vs_next is None or x.vs_next.decided for x in ranked)
     invalid = [r for r in rs.runs if not r.valid]
+    warned = [r for r in rs.runs if r.valid and any(x.severity == "warning" for x in r.reasons)]
     superseded = [r for r in rs.runs if r.attempt is not None and r.valid]
     acc_rows = [r for r in single if r.acceptance_rate is not None or r.acceptance_raw]
     top_acc = max(
@@ -178,6 +210,8 @@ def build_context(rs: RunSet, reference: RunSet | None = None) -> dict[str, Any]
         "max_sd": max_sd,
         "ranking_resolved": ranking_resolved,
         "invalid": invalid,
+        "warned": warned,
+        "after_fix": after_fix(rs),
         "superseded": superseded,
         "acceptance_rows": acc_rows,
         "top_acceptance": top_acc,

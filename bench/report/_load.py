@@ -15,7 +15,16 @@ from typing import Any
 from bench.core import InputError, Summary, read_json_model, sha256_file
 from bench.engines import plan_entries
 from bench.report._machine import hardware_tables, provenance_tables, telemetry_view
-from bench.report._model import CommandBlock, ConfigInfo, Figure, FileEntry, Reason, RunSet, RunView
+from bench.report._model import (
+    CommandBlock,
+    ConfigInfo,
+    Figure,
+    FileEntry,
+    Reason,
+    RunSet,
+    RunView,
+    SuiteView,
+)
 from bench.report._roofline import build_roofline
 from bench.schema import (
     LOCK_FILE,
@@ -112,6 +121,7 @@ def run_view(p: Payload, stem: str, log_lines: dict[str, list[str]] | None = Non
         warmup=p.evidence.workload.warmup,
         telemetry=tele,
         telemetry_note=tele_note,
+        server_log=p.evidence.server_log,
     )
 
 
@@ -181,6 +191,7 @@ def _experiment_infos(
                 deviations=tuple(d.model_dump() for d in exp.deviations_for(cfg)),
                 concurrency=tuple(exp.levels_for(cfg)),
                 rationale=cfg.notes,
+                patch_sha256=(b.patch_sha256 if (b := exp.image_for(cfg).build) else None),
             )
         )
     commands: list[CommandBlock] = []
@@ -313,6 +324,49 @@ def load_artifacts(artifacts_dir: Path) -> RunSet:
         commands_source=source,
         notes=(),
         emulator_time_scale=_time_scale(lock),
+        upstream_suite=read_suite(d / SUITE_RECORD),
+    )
+
+
+#: where ``specbench matrix`` puts its copy of the SGLang upstream-suite record
+SUITE_RECORD = "upstream/sglang-suite.json"
+
+
+def read_suite(path: Path) -> SuiteView | None:
+    """The upstream-suite record if the artifacts carry one (None if absent or unreadable)."""
+    try:
+        data = _read_json(path)
+    except InputError:
+        return None
+    if data is None:
+        return None
+    summary: dict[str, Any] = data["summary"] if isinstance(data.get("summary"), dict) else {}
+    patched: dict[str, Any] = data["patched"] if isinstance(data.get("patched"), dict) else {}
+    tests: list[Any] = patched["tests"] if isinstance(patched.get("tests"), list) else []
+
+    def num(key: str) -> int | None:
+        v = summary.get(key)
+        return v if isinstance(v, int) else None
+
+    def text(key: str) -> str | None:
+        v = data.get(key)
+        return v if isinstance(v, str) else None
+
+    return SuiteView(
+        file=SUITE_RECORD,
+        upstream_version=text("upstream_version"),
+        patch_sha256=text("patch_sha256"),
+        passed=num("passed"),
+        failed=num("failed"),
+        needs_gpu=num("needs_gpu"),
+        upstream_passed=num("upstream_passed"),
+        specbench_passed=num("specbench_passed"),
+        passed_tests=tuple(
+            str(t["id"])
+            for t in tests
+            if isinstance(t, dict) and t.get("outcome") == "passed" and "id" in t
+        ),
+        reproduce=text("reproduce"),
     )
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 import json
+import re
 import time
 import urllib.request
 from pathlib import Path
@@ -17,6 +18,7 @@ from bench.emulator import load_profile, serve_in_thread
 from bench.engines import get_engine, load_experiment
 from bench.matrix import Artifacts, MatrixOptions, run_matrix
 from bench.measure import GraphCheck, graph_check
+from bench.report import render_report
 from bench.schema import EXPERIMENTS_DIR, read_payload
 
 SCALE = 0.01
@@ -109,3 +111,58 @@ def test_matrix_judges_graphs_per_level(tmp_path: Path) -> None:
     ]
     # eager steps are slower: the emulator's eager_slowdown shows in the measured figure
     assert warned.tokSOut < ok.tokSOut / 2
+
+
+def test_after_the_fix_list_from_the_artifacts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    record = {
+        "schema_version": 1,
+        "upstream_version": "0.5.19",
+        "patch_sha256": load_experiment(EXPERIMENTS_DIR / "qwen38-27b-gptq-2x3090.yaml")
+        .images["sglang"]
+        .build.patch_sha256,  # type: ignore[union-attr]
+        "summary": {"passed": 2, "failed": 0, "skipped": 0, "needs_gpu": 1,
+                    "upstream_passed": 1, "specbench_passed": 1},
+        "patched": {"tests": [
+            {"id": "upstream.test_x::test_a", "outcome": "passed"},
+            {"id": "specbench_probes.p::test_b", "outcome": "passed"},
+            {"id": "upstream.test_x::test_c", "outcome": "skipped"},
+        ]},
+    }  # fmt: skip
+    rec = tmp_path / "suite.json"
+    rec.write_text(json.dumps(record))
+    monkeypatch.setenv("SPECBENCH_SGLANG_SUITE_RECORD", str(rec))
+    data: dict[str, Any] = yaml.safe_load(
+        (EXPERIMENTS_DIR / "qwen38-27b-gptq-2x3090.yaml").read_text()
+    )
+    base = next(c for c in data["configurations"] if c["name"] == "sglang-mtp")
+    unused = copy.deepcopy(base) | {"name": "sglang-mtp-unused"}
+    unused["emulator"] = {"profile": "sglang-mtp", "fail": ["graphs_unused"]}
+    data["configurations"] = [base, unused]
+    for c in data["configurations"]:
+        c["concurrency"] = [1]
+    data["workload"].update(prompt_tokens=200, max_tokens=96, warmup=1, iterations=2)
+    path = tmp_path / "fix.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    out = tmp_path / "out"
+    opts = MatrixOptions(out=out, launcher="process", time_scale=SCALE, show_progress=False)
+    run_matrix(load_experiment(path), opts, experiment_path=path)
+    arts = Artifacts(out)
+    assert json.loads(arts.suite_record.read_text()) == record
+    assert arts.check_sums() == []
+    text = render_report(out, tmp_path / "report").read_text(encoding="utf-8")
+    section = text.split("### After the fix: evidence for the patched image")[1]
+    ok = next(ln for ln in section.splitlines() if "(sglang-mtp) | 1 |" in ln)
+    assert "yes: no skipped-parameter line (draft\\_tensors\\_skipped checked)" in ok
+    assert "yes: target verify captured;" in ok and "logged steps on graphs" in ok
+    assert re.search(
+        r"\| [12]\.\d\d to [12]\.\d\d tokens per step over \d+ window\(s\) \| valid, ", ok
+    )
+    bad = next(ln for ln in section.splitlines() if "(sglang-mtp-unused) | 1 |" in ln)
+    assert "**no**: captured, never used in the measured windows" in bad
+    assert "2 passed, 0 failed; 1 of the passes are from SGLang's own suite" in section
+    assert "- passed: `upstream.test_x::test_a`" in section and "test_c" not in section
+    assert "does not vouch" not in section
+    warn = text.split("### Validity warnings on valid runs")[1].split("###")[0]
+    assert "sglang-mtp-unused" in warn and "`cuda_graphs_unused`" in warn
