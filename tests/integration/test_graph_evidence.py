@@ -109,8 +109,6 @@ def test_matrix_judges_graphs_per_level(tmp_path: Path) -> None:
     assert [(r.code, r.severity) for r in warned.evidence.validity.reasons] == [
         ("cuda_graphs_unused", "warning")
     ]
-    # eager steps are slower: the emulator's eager_slowdown shows in the measured figure
-    assert warned.tokSOut < ok.tokSOut / 2
 
 
 def test_after_the_fix_list_from_the_artifacts(

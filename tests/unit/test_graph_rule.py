@@ -5,6 +5,7 @@ formats): captured at start, used in the measured windows, else a warning naming
 from __future__ import annotations
 
 from bench.emulator import formats
+from bench.emulator.profile import FailMode
 from bench.engines import get_engine
 from bench.measure import GraphCheck, accept_lengths, graph_check, judge
 from bench.schema import Configuration
@@ -157,3 +158,15 @@ def test_require_cuda_graphs_defaults_off_and_old_files_stay_valid() -> None:
          "emulator": {"profile": "sglang-baseline"}}
     )  # fmt: skip
     assert cfg.require_cuda_graphs is False
+
+
+def test_emulator_failure_modes_switch_capture_and_use() -> None:
+    from bench.emulator import load_profile
+
+    base = load_profile("sglang-mtp")
+    assert base.graphs_captured and base.graphs_used
+    eager = base.with_overrides(fail=(FailMode.EAGER_FALLBACK,))
+    assert not eager.graphs_captured and not eager.graphs_used
+    unused = base.with_overrides(fail=(FailMode.GRAPHS_UNUSED,))
+    assert unused.graphs_captured and not unused.graphs_used
+    assert base.eager_slowdown == 3.0  # eager decode steps take 3x the profile's step time
