@@ -50,6 +50,12 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="speculative depth (the configuration's number of draft tokens; default: profile's)",
     )
+    parser.add_argument(
+        "--cudagraph-metrics",
+        action="store_true",
+        default=None,
+        help="vLLM: log the CUDA graph table every stats interval (as the real flag does)",
+    )
     return parser
 
 
@@ -65,6 +71,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             served_model=args.served_model,
             max_running_requests=args.max_running_requests,
             spec_tokens=args.spec_tokens,
+            cudagraph_metrics=args.cudagraph_metrics,
         )
     except (ProfileError, ValueError) as err:
         print(f"bench.emulator: error: {err}", file=sys.stderr)

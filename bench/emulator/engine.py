@@ -176,6 +176,8 @@ class EmulatedEngine:
         self._sg_steps = 0
         self._sg_gen = 0
         self._sg_last_log = clock()
+        # vLLM --cudagraph-metrics: decode steps per batch size in the stats interval
+        self._iv_graph_steps: dict[int, int] = {}
 
     # ---------------------------------------------------------------- requests
     def new_id(self) -> str:
@@ -259,6 +261,9 @@ class EmulatedEngine:
         batch = list(self.running)
         start = self.clock()
         duration = self.profile.step_ms(len(batch)) / 1000.0 * self.scale * self._jitter()
+        if not self.profile.graphs_used:  # eager: the seed's "several times slower"
+            duration *= self.profile.eager_slowdown
+        self._iv_graph_steps[len(batch)] = self._iv_graph_steps.get(len(batch), 0) + 1
         target = start + duration
         plans = []
         for r in batch:
@@ -467,9 +472,31 @@ class EmulatedEngine:
                 src, tmpl = formats.VLLM_SPEC_LINE
                 msg = tmpl % (1 + a / d, a / elapsed, dt / elapsed, a, dt, rates, a / dt * 100)
                 self._log(formats.vllm_log("APIServer", pid, "INFO", src, msg))
+            if self.profile.cudagraph_metrics and self._iv_graph_steps:
+                self._log(formats.vllm_log("APIServer", pid, "INFO", *self._cudagraph_table()))
             self._iv_prompt = self._iv_gen = 0
             self._iv_drafts = self._iv_draft_tokens = self._iv_accepted = 0
             self._iv_per_pos = [0] * self.k
+            self._iv_graph_steps = {}
+
+    #: vLLM's default capture sizes up to 16 (config/compilation.py), enough for the profiles
+    CAPTURE_SIZES = (1, 2, 4, 8, 16, 24, 32, 40, 48, 56, 64)
+
+    def _cudagraph_table(self) -> tuple[str, str]:
+        """(source, message) of the --cudagraph-metrics table for the interval's decode steps:
+        FULL_AND_PIECEWISE with captured graphs, NONE steps when they run eager."""
+        per_req = 1 + self.k
+        mode = "FULL_AND_PIECEWISE" if self.profile.graphs_captured else "NONE"
+        sizes = [s for s in self.CAPTURE_SIZES if self.profile.graphs_captured]
+        rows = []
+        for batch, count in sorted(self._iv_graph_steps.items()):
+            tokens = batch * per_req
+            padded = next((s for s in self.CAPTURE_SIZES if s >= tokens), tokens)
+            if not self.profile.graphs_used:
+                padded = tokens
+            rows.append((tokens, padded, "FULL" if self.profile.graphs_used else "NONE", count))
+        src, _ = formats.VLLM_CUDAGRAPH_SETTINGS
+        return src, formats.vllm_cudagraph_table(mode, sizes, rows)
 
     def _log_sglang_prefill(self, new_seq: int, new_tokens: int) -> None:
         full = sum(r.prompt_tokens + r.emitted for r in self.running) + new_tokens
@@ -508,6 +535,7 @@ class EmulatedEngine:
             mamba_num=len(self.running),
             mamba_usage=len(self.running) / (self.cap + 1),
             spec=spec,
+            graph=self.profile.graphs_used,
             gen_tput=c.sg_gen_throughput,
             queue=len(self.waiting),
         )

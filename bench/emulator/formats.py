@@ -412,9 +412,11 @@ VLLM_LOG_DATEFMT: Final = "%m-%d %H:%M:%S"
 
 
 def vllm_log(process: str, pid: int, level: str, source: str, message: str) -> str:
-    """One vLLM log record; ``source`` is ``file.py:line`` of the upstream call."""
+    """One vLLM log record; ``source`` is ``file.py:line`` of the upstream call. A multi-line
+    message carries the prefix on every line (NewLineFormatter, formatter.py:74-77)."""
     stamp = time.strftime(VLLM_LOG_DATEFMT)
-    return f"({process} pid={pid}) {level} {stamp} [{source}] {message}"
+    prefix = f"({process} pid={pid}) {level} {stamp} [{source}] "
+    return prefix + message.rstrip("\n").replace("\n", "\n" + prefix)
 
 
 # Upstream call sites (file:line) and their templates, as printf-style upstream does.
@@ -443,6 +445,47 @@ VLLM_SPEC_LINE: Final = (
     "Per-position acceptance rate: %s, Avg Draft acceptance rate: %.1f%%",
 )
 VLLM_LOG_STATS_INTERVAL_S: Final = 10.0
+#: vllm/v1/worker/gpu/model_runner.py:1163-1167 (same text at v1/worker/gpu_model_runner.py:6516)
+VLLM_GRAPH_CAPTURED_LINE: Final = (
+    "model_runner.py:1164",
+    "Graph capturing finished in %.0f secs, took %.2f GiB",
+)
+#: vllm/config/vllm.py:2005 (--enforce-eager)
+VLLM_EAGER_LINE: Final = ("vllm.py:2005", "Cudagraph is disabled under eager mode")
+#: --cudagraph-metrics: vllm/compilation/cuda_graph.py:40-124, logged by
+#: v1/metrics/loggers.py:343-344 each stats interval. One multi-line record; vLLM's
+#: NewLineFormatter (logging_utils/formatter.py:74-77) repeats the record prefix on every line.
+VLLM_CUDAGRAPH_SETTINGS: Final = (
+    "loggers.py:344",
+    "**CUDAGraph Config Settings:**\n\n- Mode: %s\n- Capture sizes: %s\n\n**CUDAGraph Stats:**\n\n",
+)
+VLLM_CUDAGRAPH_COLUMNS: Final = (
+    "Unpadded Tokens",
+    "Padded Tokens",
+    "Num Paddings",
+    "Runtime Mode",
+    "Count",
+)
+
+
+def vllm_cudagraph_table(mode: str, sizes: list[int], rows: list[tuple[int, int, str, int]]) -> str:
+    """The CUDAGraph metrics message: settings, then one row per (unpadded, padded, runtime
+    mode) with its count, most frequent first (cuda_graph.py:70-117)."""
+    cells = [
+        [str(u), str(p), str(p - u), m, str(c)]
+        for u, p, m, c in sorted(rows, key=lambda r: r[3], reverse=True)
+    ]
+    cols = VLLM_CUDAGRAPH_COLUMNS
+    widths = [max(len(h), *(len(c[i]) for c in cells)) for i, h in enumerate(cols)]
+
+    def row(values: list[str] | tuple[str, ...]) -> str:
+        return "| " + " | ".join(v.ljust(w) for v, w in zip(values, widths, strict=True)) + " |"
+
+    head = row(cols) + "\n"
+    sep = "|" + "|".join("-" * (w + 2) for w in widths) + "|\n"
+    body = "\n".join(row(c) for c in cells)
+    return VLLM_CUDAGRAPH_SETTINGS[1] % (mode, sizes) + head + sep + body + "\n"
+
 
 # SGLang record format "[%(asctime)s{prefix}] %(message)s", date "%Y-%m-%d %H:%M:%S", no level
 # name (sglang/srt/utils/common.py:2353-2372); scheduler prefix " TP<rank>" (scheduler.py:5505).
@@ -484,6 +527,16 @@ SGLANG_MAMBA_CAP: Final = (
     "--mamba-full-memory-ratio or --max-mamba-cache-size, or halve the state size with "
     "--mamba-ssm-dtype bfloat16."
 )
+#: sglang/srt/model_executor/model_runner_components/cuda_graph_setup.py:550-554 and :573-577;
+#: ``phase`` is "target verify" with speculation, else "target decode"; ``backend`` is
+#: "CUDA graph" on CUDA (:533-541). Split in two: the upstream f-string pieces are.
+SGLANG_GRAPH_CAPTURE_LINE: Final = "Capture {phase} {backend} {edge}. "
+SGLANG_GRAPH_BEGIN_STATS: Final = (
+    "backend={backend}, num_tokens_per_req={per_req}, bs={bs}, avail mem={avail:.2f} GB"
+)
+SGLANG_GRAPH_END_STATS: Final = (
+    "elapsed={elapsed:.2f} s, mem usage={usage:.2f} GB, avail mem={avail:.2f} GB."
+)
 #: sglang/srt/managers/scheduler.py:1145-1153
 SGLANG_CAPACITY_LINE: Final = (
     "max_total_num_tokens={max_total}, chunked_prefill_size={chunked}, "
@@ -498,7 +551,7 @@ SGLANG_FIRED_UP: Final = "The server is fired up and ready to roll!"
 SGLANG_DECODE_LINE: Final = (
     "Decode batch, #running-req: {running}, #full token: {full_tokens}, "
     "full token usage: {full_usage:.2f}, mamba num: {mamba_num}, mamba usage: {mamba_usage:.2f}, "
-    "{spec}cuda graph: True, gen throughput (token/s): {gen_tput:.2f}, #queue-req: {queue}"
+    "{spec}cuda graph: {graph}, gen throughput (token/s): {gen_tput:.2f}, #queue-req: {queue}"
 )
 SGLANG_SPEC_PART: Final = "accept len: {accept_len:.2f}, accept rate: {accept_rate:.2f}, "
 SGLANG_DECODE_LOG_INTERVAL: Final = 40

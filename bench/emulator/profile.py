@@ -42,6 +42,8 @@ class FailMode(StrEnum):
     MISSING_USAGE = "missing_usage"  # no usage event although include_usage was asked
     EARLY_EOS = "early_eos"  # stops with "stop" at early_eos_fraction of max_tokens
     PROMPT_DRIFT = "prompt_drift"  # usage.prompt_tokens off by prompt_drift
+    EAGER_FALLBACK = "eager_fallback"  # no CUDA graph captured: eager steps, eager_slowdown x
+    GRAPHS_UNUSED = "graphs_unused"  # graphs captured at start, yet every step runs eager
 
 
 class FailureSettings(_Strict):
@@ -129,6 +131,10 @@ class Profile(_Strict):
     #: SGLang --decode-log-interval (decode steps between "Decode batch" lines)
     decode_log_interval: int = Field(default=40, ge=1)
     max_total_num_tokens: int = Field(default=60000, ge=1)
+    #: vLLM --cudagraph-metrics: log the per-interval CUDA graph table
+    cudagraph_metrics: bool = False
+    #: decode step time multiplier when steps run eager (eager_fallback, graphs_unused)
+    eager_slowdown: float = Field(default=3.0, ge=1.0)
     failures: FailureSettings = FailureSettings()
 
     @field_validator("decode_step_ms")
@@ -179,6 +185,14 @@ class Profile(_Strict):
     def has(self, mode: FailMode) -> bool:
         return mode in self.failures.modes
 
+    @property
+    def graphs_captured(self) -> bool:
+        return not self.has(FailMode.EAGER_FALLBACK)
+
+    @property
+    def graphs_used(self) -> bool:
+        return self.graphs_captured and not self.has(FailMode.GRAPHS_UNUSED)
+
     def with_overrides(
         self,
         *,
@@ -188,6 +202,7 @@ class Profile(_Strict):
         served_model: str | None = None,
         max_running_requests: int | None = None,
         spec_tokens: int | None = None,
+        cudagraph_metrics: bool | None = None,
     ) -> Profile:
         """A copy with CLI/test overrides applied (and validated). ``spec_tokens`` runs the
         profile at another speculative depth (``SpecSettings.at_depth``)."""
@@ -207,6 +222,8 @@ class Profile(_Strict):
             spec, delta_ms = self.spec.at_depth(spec_tokens)
             data["spec"] = spec.model_dump()
             data["decode_step_ms"] = {b: ms + delta_ms for b, ms in self.decode_step_ms.items()}
+        if cudagraph_metrics is not None:
+            data["cudagraph_metrics"] = cudagraph_metrics
         return Profile.model_validate(data)
 
 

@@ -34,6 +34,7 @@ def resolve_profile(
     served_model: str | None = None,
     max_running_requests: int | None = None,
     spec_tokens: int | None = None,
+    cudagraph_metrics: bool | None = None,
 ) -> Profile:
     """The profile to run: by name/path (default ``<engine>-dflash``), with overrides."""
     if isinstance(profile, Profile):
@@ -49,6 +50,7 @@ def resolve_profile(
         served_model=served_model,
         max_running_requests=max_running_requests,
         spec_tokens=spec_tokens,
+        cudagraph_metrics=cudagraph_metrics,
     )
 
 

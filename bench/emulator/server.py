@@ -131,6 +131,8 @@ class EmulatorServer:
         if p.engine == "vllm":
             src, tmpl = formats.VLLM_VERSION_LINE
             self._vlog(src, tmpl % (p.engine_version, p.model_path))
+            if not p.graphs_captured:
+                self._vlog(*formats.VLLM_EAGER_LINE)
             if p.spec and p.spec.method == "mtp" and p.spec.method_flag != "mtp":
                 src, tmpl = formats.VLLM_MTP_DEPRECATED
                 self.log(
@@ -154,6 +156,12 @@ class EmulatorServer:
                 self._vlog(src, tmpl % elapsed, proc)
                 src, tmpl = formats.VLLM_MODEL_LOADING
                 self._vlog(src, tmpl % ("8.12", p.load_s * p.time_scale * 0.85), proc)
+            if p.graphs_captured:
+                for rank in range(p.tensor_parallel):
+                    src, tmpl = formats.VLLM_GRAPH_CAPTURED_LINE
+                    self._vlog(
+                        src, tmpl % (p.load_s * p.time_scale * 0.1, 0.45), f"Worker_TP{rank}"
+                    )
             return
         broken = p.has(FailMode.ZERO_ACCEPTANCE) and p.spec is not None and p.spec.method == "mtp"
         for rank in range(p.tensor_parallel):
@@ -195,6 +203,8 @@ class EmulatorServer:
                     cap=p.mamba_cap, size=p.mamba_cap * 2, ratio=2
                 )
                 self.log(formats.sglang_log(msg, tp_rank=rank))
+        if p.graphs_captured:
+            self._sglang_graph_lines()
         self.log(
             formats.sglang_log(
                 formats.SGLANG_CAPACITY_LINE.format(
@@ -208,6 +218,25 @@ class EmulatorServer:
                 tp_rank=0,
             )
         )
+
+    def _sglang_graph_lines(self) -> None:
+        """Target graph capture per TP rank, after the weights (cuda_graph_setup.py:550-577)."""
+        p = self.profile
+        phase = "target verify" if p.spec is not None else "target decode"
+        per_req = 1 + p.spec.num_speculative_tokens if p.spec is not None else 1
+        bs = [b for b in (1, 2, 4, 8, 16) if b <= (p.max_running_requests or 16)]
+        for rank in range(p.tensor_parallel):
+            head = formats.SGLANG_GRAPH_CAPTURE_LINE
+            begin = head.format(phase=phase, backend="CUDA graph", edge="begin")
+            begin += formats.SGLANG_GRAPH_BEGIN_STATS.format(
+                backend="full", per_req=per_req, bs=bs, avail=3.9
+            )
+            end = head.format(phase=phase, backend="CUDA graph", edge="end")
+            end += formats.SGLANG_GRAPH_END_STATS.format(
+                elapsed=p.load_s * p.time_scale * 0.1, usage=0.52, avail=3.38
+            )
+            self.log(formats.sglang_log(begin, tp_rank=rank))
+            self.log(formats.sglang_log(end, tp_rank=rank))
 
     def _crash_lines(self) -> None:
         msg = "RuntimeError: SIMULATED startup failure (emulator failure mode crash_at_start)"

@@ -14,6 +14,7 @@ from bench.engines._base import (
     TOKEN_ENV,
     ContainerSpec,
     Engine,
+    GraphPatterns,
     LogPattern,
     flag_value,
 )
@@ -27,6 +28,7 @@ __all__ = [
     "TOKEN_ENV",
     "ContainerSpec",
     "Engine",
+    "GraphPatterns",
     "LogPattern",
     "PlanEntry",
     "engine_names",

@@ -42,6 +42,28 @@ class LogPattern:
 
 
 @dataclass(frozen=True)
+class GraphPatterns:
+    """How an engine's own log shows CUDA graphs: captured at start, and used per step.
+
+    ``captured`` lines name what was captured (group 1: e.g. ``target verify``); the
+    configuration needs the phase ``needed(speculative)``. ``disabled`` lines say graphs are
+    off. ``use`` matches a per-step (or per-interval) line whose group 1 is the graph state of
+    the steps it covers; ``used_values`` are the states that mean "ran on a graph".
+    ``use_needs_flag``: the server flag without which the engine logs no ``use`` line."""
+
+    captured: LogPattern
+    disabled: tuple[LogPattern, ...]
+    use: LogPattern
+    used_values: frozenset[str]
+    baseline_phase: str
+    speculative_phase: str
+    use_needs_flag: str | None = None
+
+    def needed(self, speculative: bool) -> str:
+        return self.speculative_phase if speculative else self.baseline_phase
+
+
+@dataclass(frozen=True)
 class ContainerSpec:
     """Everything needed to start one server container (docker SDK or ``docker run``)."""
 
@@ -128,6 +150,11 @@ class Engine:
     version_path: str = ""
     version_key: str = "version"
     load_patterns: tuple[LogPattern, ...] = ()
+    graph_patterns: GraphPatterns | None = None
+    #: a periodic line carrying the engine's own acceptance length (group 1)
+    accept_length_pattern: LogPattern | None = None
+    #: observability flags the emulator is told about, so it logs what the server would
+    emulator_passthrough: tuple[str, ...] = ()
     version_regex: str = ""
     ready_regex: str = ""
     # Flags the adapter itself adds; a configuration must not repeat them.
@@ -204,6 +231,7 @@ class Engine:
             argv += ["--spec-tokens", str(cfg.spec_num_tokens)]
         for mode in cfg.emulator.fail:
             argv += ["--fail", mode]
+        argv += [f for f in self.emulator_passthrough if flag_value(cfg.args, f) is not None]
         return argv
 
     def container_spec(

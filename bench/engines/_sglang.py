@@ -9,7 +9,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from bench.engines._base import Engine, LogPattern, flag_value, has_flag, with_flag
+from bench.engines._base import (
+    Engine,
+    GraphPatterns,
+    LogPattern,
+    flag_value,
+    has_flag,
+    with_flag,
+)
 
 if TYPE_CHECKING:
     from bench.schema import Configuration, Experiment
@@ -58,6 +65,40 @@ class SGLang(Engine):
             source="sglang/srt/server_args.py:3920 (0.5.19)",
             severity="info",
         ),
+    )
+
+    # Graphs: cuda_graph_setup.py:548-577 logs "Capture {role} {decode|verify} CUDA graph
+    # begin/end" per model runner (the target's is "target verify" when speculation is on);
+    # metrics_reporter.py:893 ends every decode-batch line with "cuda graph: <bool>", the state of
+    # the batch that closed the interval (for speculation, the target-verify forward,
+    # eagle_worker_common.py:497 / dflash_worker_v2.py:2100).
+    graph_patterns = GraphPatterns(
+        captured=LogPattern(
+            code="cuda_graph_captured",
+            regex=r"Capture (target (?:decode|verify)) CUDA graph end\.",
+            message="CUDA graphs captured at start",
+            source="sglang/srt/model_executor/model_runner_components/cuda_graph_setup.py:574"
+            " (0.5.19)",
+            severity="info",
+        ),
+        disabled=(),
+        use=LogPattern(
+            code="cuda_graph_use",
+            regex=r"Decode batch.*\bcuda graph: (True|False),",
+            message="graph state of the decode batch closing each log interval",
+            source="sglang/srt/managers/scheduler_components/metrics_reporter.py:893 (0.5.19)",
+            severity="info",
+        ),
+        used_values=frozenset({"True"}),
+        baseline_phase="target decode",
+        speculative_phase="target verify",
+    )
+    accept_length_pattern = LogPattern(
+        code="accept_length",
+        regex=r"Decode batch.*?, accept len: ([0-9.]+),",
+        message="SGLang's acceptance length over one decode-log interval",
+        source="sglang/srt/managers/scheduler_components/metrics_reporter.py:859 (0.5.19)",
+        severity="info",
     )
 
     def model_args(self, model_path: str) -> list[str]:

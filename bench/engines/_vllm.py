@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING
 
-from bench.engines._base import Engine, LogPattern, flag_value, with_flag
+from bench.engines._base import Engine, GraphPatterns, LogPattern, flag_value, with_flag
 
 if TYPE_CHECKING:
     from bench.schema import Configuration, Experiment
@@ -47,6 +47,60 @@ class VLLM(Engine):
             severity="info",
             speculative_only=True,
         ),
+    )
+
+    # Graphs: both GPU model runners log "Graph capturing finished in %.0f secs, took %.2f GiB"
+    # after capture (v1/worker/gpu/model_runner.py:1164, v1/worker/gpu_model_runner.py:6517);
+    # --enforce-eager logs "Cudagraph is disabled under eager mode" (config/vllm.py:2005), a
+    # NONE cudagraph_mode "Skipping encoder and decoder CUDA graph capture"
+    # (v1/worker/gpu/model_runner.py:1095). Per-step use is logged only with
+    # --cudagraph-metrics: every stats interval (v1/metrics/loggers.py:343) a table whose rows
+    # are "| unpadded | padded | paddings | runtime mode | count |"
+    # (compilation/cuda_graph.py:43-49, :104-110, logged at :123; the mode column is
+    # str(CUDAGraphMode), its name: config/compilation.py:106).
+    graph_patterns = GraphPatterns(
+        captured=LogPattern(
+            code="cuda_graph_captured",
+            regex=r"(Graph capturing) finished in \d+ secs",
+            message="CUDA graphs captured at start",
+            source="vllm/v1/worker/gpu/model_runner.py:1164",
+            severity="info",
+        ),
+        disabled=(
+            LogPattern(
+                code="cuda_graph_disabled",
+                regex=r"Cudagraph is disabled under eager mode",
+                message="the server runs in eager mode",
+                source="vllm/config/vllm.py:2005",
+                severity="info",
+            ),
+            LogPattern(
+                code="cuda_graph_disabled",
+                regex=r"Skipping encoder and decoder CUDA graph capture",
+                message="cudagraph_mode NONE: nothing captured",
+                source="vllm/v1/worker/gpu/model_runner.py:1095",
+                severity="info",
+            ),
+        ),
+        use=LogPattern(
+            code="cuda_graph_use",
+            regex=r"\|\s*\d+\s*\|\s*\d+\s*\|\s*\d+\s*\|\s*(NONE|PIECEWISE|FULL)\s*\|\s*(\d+)\s*\|",
+            message="runtime CUDA graph mode of the steps of one stats interval",
+            source="vllm/compilation/cuda_graph.py:110",
+            severity="info",
+        ),
+        used_values=frozenset({"PIECEWISE", "FULL"}),
+        baseline_phase="Graph capturing",
+        speculative_phase="Graph capturing",
+        use_needs_flag="--cudagraph-metrics",
+    )
+    emulator_passthrough = ("--cudagraph-metrics",)
+    accept_length_pattern = LogPattern(
+        code="accept_length",
+        regex=r"SpecDecoding metrics: Mean acceptance length: ([0-9.]+),",
+        message="vLLM's mean acceptance length over one stats interval",
+        source="vllm/v1/spec_decode/metrics.py:120",
+        severity="info",
     )
 
     def model_args(self, model_path: str) -> list[str]:

@@ -32,6 +32,10 @@ from bench.engines._experiment import load_experiment
 from bench.schema import UNRESOLVED
 
 CACHE_ENV = "SPECBENCH_UPSTREAM_CACHE"
+#: The record tests/contract/test_sglang_upstream_suite.py writes (SGLang's own tests on the
+#: patched release); ``specbench matrix`` copies it into the artifacts when it exists.
+SUITE_RECORD_ENV = "SPECBENCH_SGLANG_SUITE_RECORD"
+SUITE_RECORD_NAME = "sglang-suite.json"
 REPO_ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_EXPERIMENT = REPO_ROOT / "bench" / "experiments" / "qwen38-27b-gptq-2x3090.yaml"
 PATCH_DIR = REPO_ROOT / "docker" / "sglang" / "patches"
@@ -85,6 +89,12 @@ def cache_dir() -> Path:
     """The cache folder: $SPECBENCH_UPSTREAM_CACHE, else .cache/upstream in the repo."""
     env = os.environ.get(CACHE_ENV, "").strip()
     return Path(env).expanduser() if env else REPO_ROOT / ".cache" / "upstream"
+
+
+def suite_record_path() -> Path:
+    """$SPECBENCH_SGLANG_SUITE_RECORD, else <cache>/records/sglang-suite.json."""
+    env = os.environ.get(SUITE_RECORD_ENV, "").strip()
+    return Path(env) if env else cache_dir() / "records" / SUITE_RECORD_NAME
 
 
 def pinned_packages(experiment_path: Path | None = None) -> list[PinnedPackage]:

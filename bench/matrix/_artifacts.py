@@ -34,6 +34,8 @@ from bench.schema import (
 
 HARDWARE = "hardware.json"
 PROVENANCE = "provenance.json"
+#: copy of the SGLang upstream-suite record (bench.engines.upstream.suite_record_path)
+SUITE_RECORD = "upstream/sglang-suite.json"
 SUMS = "SHA256SUMS"
 
 
@@ -60,6 +62,10 @@ class Artifacts:
     @property
     def provenance(self) -> Path:
         return self.root / PROVENANCE
+
+    @property
+    def suite_record(self) -> Path:
+        return self.root / SUITE_RECORD
 
     @property
     def sums(self) -> Path:

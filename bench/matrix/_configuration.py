@@ -23,7 +23,15 @@ from bench.matrix._launch import (
     wait_ready,
 )
 from bench.matrix._options import MatrixOptions, Outcome, TelemetryFactory
-from bench.measure import ProgressBar, RunSpec, judge, measure, scan_log
+from bench.measure import (
+    ProgressBar,
+    RunSpec,
+    accept_lengths,
+    graph_check,
+    judge,
+    measure,
+    scan_log,
+)
 from bench.schema import (
     Configuration,
     Experiment,
@@ -121,6 +129,9 @@ def run_configuration(ctx: RunContext, cfg: Configuration, outcome: Outcome) -> 
     image = exp.image_for(cfg)
     spec = _container_spec(exp, cfg, opts, run_id)
     log_path = arts.log(cfg.name)
+    # A resumed configuration: the earlier attempt's log (the evidence of why it stopped) is
+    # kept, and this server's log follows it (a process launcher writes log_path live).
+    earlier = log_path.read_text(encoding="utf-8", errors="replace") if log_path.is_file() else ""
     argv = engine.server_argv(cfg, exp)
     progress.say(f"{cfg.name}: starting server")
     server: Server = ctx.launcher.start(spec, log_path)
@@ -186,15 +197,38 @@ def run_configuration(ctx: RunContext, cfg: Configuration, outcome: Outcome) -> 
                 prompt_seed=ctx.prompt_seed,
                 toy_model=exp.toy_model,
             )
+            mark = len(server.log_text())  # the lines logged from here on are this level's
             payload: Payload = measure(
                 run_spec, progress, telemetry=sampler, no_telemetry_reason=started.reason
             )
             if interrupted.is_set():  # never write a payload whose measurement was cut short
                 raise KeyboardInterrupt
             done += warmup + iterations
-            findings = scan_log(server.log_text(), engine.load_patterns, cfg.speculative)
+            log = server.log_text()
+            window = log[mark:]
+            findings = scan_log(log, engine.load_patterns, cfg.speculative)
+            graphs = None
+            if engine.graph_patterns is not None:
+                graphs = graph_check(
+                    log,
+                    window,
+                    engine.graph_patterns,
+                    speculative=cfg.speculative,
+                    required=cfg.require_cuda_graphs,
+                    args=cfg.args,
+                )
             payload = judge(
-                payload, speculative=cfg.speculative, findings=findings, restarts=server.restarts()
+                payload,
+                speculative=cfg.speculative,
+                findings=findings,
+                restarts=server.restarts(),
+                graphs=graphs,
+                load_checks=tuple(
+                    dict.fromkeys(p.code for p in engine.load_patterns if p.severity == "invalid")
+                ),
+                window_accept_lengths=accept_lengths(window, engine.accept_length_pattern)
+                if cfg.speculative
+                else [],
             )
             outcome.payloads.append(arts.write_payload(cfg.name, k, payload))
             valid = payload.evidence.validity.valid
@@ -215,10 +249,7 @@ def run_configuration(ctx: RunContext, cfg: Configuration, outcome: Outcome) -> 
         text = scrub(server.log_text())
         if opts.emulated:
             text = f"# {SIMULATED_BANNER}\n{text}"
-        if log_path.is_file() and log_path.stat().st_size:
-            # A resumed configuration: the earlier attempt's log (the evidence of why it
-            # stopped) stays, and this server's log follows it.
-            earlier = log_path.read_text(encoding="utf-8", errors="replace")
+        if earlier.strip():
             text = f"{earlier.rstrip()}\n# --- resumed at {utc_now()} (--resume) ---\n{text}"
         write_text(log_path, text)
     return done

@@ -20,7 +20,9 @@ from bench.core import (
     ensure_dir,
     read_json_model,
     utc_now,
+    write_text,
 )
+from bench.engines.upstream import suite_record_path
 from bench.machine import (
     ImageRef,
     Provenance,
@@ -68,6 +70,16 @@ def _host_hardware() -> Hardware:
     """Hardware of this host (bench.machine); a CPU_ONLY record where no NVIDIA GPU is."""
 
     return capture_hardware(allow_no_gpu=True)
+
+
+def _copy_suite_record(exp: Experiment, arts: Artifacts) -> None:
+    """The SGLang upstream-suite record travels with the artifacts when it exists, so the report
+    can name the tests that passed on the patched release; absent, the report says so."""
+    src = suite_record_path()
+    if arts.suite_record.exists() or not src.is_file():
+        return
+    if any(c.engine == "sglang" for c in exp.configurations):
+        write_text(arts.suite_record, src.read_text(encoding="utf-8"))
 
 
 def _run_provenance(
@@ -165,6 +177,7 @@ def run_matrix(
     hw = Hardware.model_validate_json(arts.hardware.read_text())
     if not arts.provenance.exists():
         arts.write_model(arts.provenance, _run_provenance(exp, opts, hw, experiment_path))
+    _copy_suite_record(exp, arts)
 
     if not opts.emulated and not arts.weights.exists():
         measured = checkpoint_bytes(exp, Path(opts.model_cache))

@@ -25,7 +25,14 @@ from bench.measure._client import (
 )
 from bench.measure._loop import RunSpec, measure
 from bench.measure._progress import ProgressBar
-from bench.measure._validity import judge, scan_log, throttle_warnings
+from bench.measure._validity import (
+    GraphCheck,
+    accept_lengths,
+    graph_check,
+    judge,
+    scan_log,
+    throttle_warnings,
+)
 from bench.measure._workload import (
     NONCE_PREFIX,
     WORDS,
@@ -43,15 +50,18 @@ __all__ = [
     "VLLM_DRAFTS",
     "WORDS",
     "Connection",
+    "GraphCheck",
     "ProgressBar",
     "PromptFactory",
     "RawResponse",
     "RunSpec",
+    "accept_lengths",
     "build",
     "chat_body",
     "combine",
     "delta",
     "find_cached_tokenizer",
+    "graph_check",
     "interpret_chat_stream",
     "judge",
     "load_tokenizer",

@@ -3,21 +3,26 @@
 The measurement's own rules (``measurement_reasons``): an invalid measured iteration, no valid
 iteration at all, a speculative configuration that accepted zero tokens. The matrix's rules on
 top (``judge``): skipped or missing draft tensors in the load log, a request's prompt or output
-token count other than the workload's, a failed request, a restarted server container. And
-throttling in the telemetry, a warning only (``throttle_warnings``). An invalid payload is kept
+token count other than the workload's, a failed request, a restarted server container, CUDA
+graphs not captured at start or not used in the measured windows (``graph_check``: a warning,
+invalid where the configuration says ``require_cuda_graphs``). And throttling in the telemetry,
+a warning only (``throttle_warnings``). An invalid payload is kept
 with its reasons and evidence lines and excluded from rankings (the report filters on ``valid``).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
 
 from bench.core import SpecMethod
-from bench.engines import LogPattern
+from bench.engines import GraphPatterns, LogPattern
 from bench.schema import (
     AcceptanceDelta,
+    GraphEvidence,
     IterationRecord,
     Payload,
+    ServerLogEvidence,
     TelemetrySummary,
     Validity,
     ValidityReason,
@@ -179,31 +184,158 @@ def rule_reasons(
     return reasons
 
 
+@dataclass(frozen=True)
+class GraphCheck:
+    """The graph rule's verdict on one measured level: evidence, reasons, notes."""
+
+    evidence: GraphEvidence
+    reasons: list[ValidityReason]
+    notes: list[str]
+
+
+def graph_check(
+    log: str,
+    window: str,
+    patterns: GraphPatterns,
+    *,
+    speculative: bool,
+    required: bool,
+    args: list[str],
+) -> GraphCheck:
+    """CUDA graphs captured at start (``log``: the whole server log) and used in the measured
+    windows (``window``: the lines logged while this level was measured, warmup included).
+
+    Not captured, or captured but no graph-state line of the windows ran on a graph, is a
+    warning naming the expected line (``invalid`` when ``required``): an engine that silently
+    fell back to eager mode is several times slower and is not the configuration measured. No
+    graph-state line at all (the engine logs none without a flag, or the windows were shorter
+    than its log interval) is a note, never a verdict."""
+    needed = patterns.needed(speculative)
+    captured: list[str] = []
+    disabled: list[str] = []
+    for line in log.splitlines():
+        m = patterns.captured.search(line)
+        if m and (m.group(1) if m.groups() else "") == needed:
+            captured.append(line.strip())
+        elif any(d.search(line) for d in patterns.disabled):
+            disabled.append(line.strip())
+    use_lines = used = 0
+    eager: list[str] = []
+    for line in window.splitlines():
+        m = patterns.use.search(line)
+        if not m:
+            continue
+        steps = int(m.group(2)) if len(m.groups()) >= 2 else 1
+        use_lines += steps
+        if m.group(1) in patterns.used_values:
+            used += steps
+        else:
+            eager.append(line.strip())
+    unobservable = None
+    if use_lines == 0:
+        flag = patterns.use_needs_flag
+        unobservable = (
+            f"the engine logs graph use only with {flag}"
+            if flag is not None and flag not in [a.split("=", 1)[0] for a in args]
+            else "no graph-state line was logged inside the measured windows"
+        )
+    evidence = GraphEvidence(
+        needed=needed,
+        captured=captured[:MAX_EVIDENCE],
+        disabled=disabled[:MAX_EVIDENCE],
+        use_lines=use_lines,
+        used=used,
+        eager=eager[:MAX_EVIDENCE],
+        use_unobservable=unobservable,
+    )
+    severity: Literal["invalid", "warning"] = "invalid" if required else "warning"
+    what = "target-verify" if speculative else "decode"
+    reasons: list[ValidityReason] = []
+    notes: list[str] = []
+    if not captured:
+        reasons.append(
+            ValidityReason(
+                code="cuda_graphs_not_captured",
+                severity=severity,
+                message=f"no {what} CUDA graph capture in the server log: no line matching "
+                f"'{patterns.captured.regex}' for '{needed}' ({patterns.captured.source}); the "
+                "server ran eager",
+                evidence=disabled[:MAX_EVIDENCE] or ["(no capture line)"],
+            )
+        )
+    elif use_lines and not used:
+        reasons.append(
+            ValidityReason(
+                code="cuda_graphs_unused",
+                severity=severity,
+                message=f"{what} CUDA graphs were captured but no step of the measured windows ran "
+                f"on them: {use_lines} of {use_lines} step(s) eager by the line "
+                f"'{patterns.use.regex}' ({patterns.use.source})",
+                evidence=eager[:MAX_EVIDENCE],
+            )
+        )
+    elif use_lines and used < use_lines:
+        notes.append(
+            f"cuda graphs: {use_lines - used} of {use_lines} logged step(s) in the measured "
+            "windows ran eager"
+        )
+    if unobservable is not None and captured:
+        notes.append(f"cuda graphs captured; use not observable: {unobservable}")
+    return GraphCheck(evidence=evidence, reasons=reasons, notes=notes)
+
+
+def accept_lengths(window: str, pattern: LogPattern | None) -> list[float]:
+    """The engine's own acceptance length per log window in ``window`` (sampled windows)."""
+    if pattern is None:
+        return []
+    out: list[float] = []
+    for line in window.splitlines():
+        m = pattern.search(line)
+        if m:
+            out.append(float(m.group(1)))
+    return out
+
+
 def judge(
     payload: Payload,
     *,
     speculative: bool,
     findings: list[LogFinding],
     restarts: int = 0,
+    graphs: GraphCheck | None = None,
+    load_checks: tuple[str, ...] = (),
+    window_accept_lengths: list[float] | None = None,
 ) -> Payload:
-    """The payload with its validity block extended by the matrix's rules (codes not repeated)."""
+    """The payload with its validity block extended by the matrix's rules (codes not repeated),
+    and, given a graph check or load checks, the server-log evidence block."""
     have = {r.code for r in payload.evidence.validity.reasons}
-    extra = [
-        r
-        for r in rule_reasons(
-            payload, speculative=speculative, findings=findings, restarts=restarts
-        )
-        if r.code not in have
-    ]
+    rules = rule_reasons(payload, speculative=speculative, findings=findings, restarts=restarts)
+    if graphs is not None:
+        rules += graphs.reasons
+    extra = [r for r in rules if r.code not in have]
     info = [f"{f.code}: {f.line}" for f in findings if f.severity not in ("invalid",)][
         :MAX_EVIDENCE
     ]
+    notes = graphs.notes if graphs is not None else []
     reasons = [*payload.evidence.validity.reasons, *extra]
     validity = Validity.from_reasons(reasons)
+    server_log = payload.evidence.server_log
+    if graphs is not None or load_checks:
+        server_log = ServerLogEvidence(
+            load_checks=list(load_checks),
+            load_failures=sum(1 for f in findings if f.severity == "invalid"),
+            graphs=graphs.evidence if graphs is not None else None,
+            accept_lengths=window_accept_lengths or [],
+        )
     evidence = payload.evidence.model_copy(
         update={
             "validity": validity,
-            "warnings": [*payload.evidence.warnings, *(f"load log: {i}" for i in info)],
+            "warnings": [
+                *payload.evidence.warnings,
+                *(f"load log: {i}" for i in info),
+                *(f"server log: {n}" for n in notes),
+            ],
+            "server_log": server_log,
         }
     )
     # Round-trip through validation so the written payload is schema-checked.

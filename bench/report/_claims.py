@@ -2,17 +2,21 @@
 the noise. Nothing here knows an engine or a method by name; the report's prose is built from
 these results only.
 
-Significance: a two-sided Welch t-test at ``ALPHA`` on the per-iteration samples when both runs
-have them; from (mean, stddev, n) when only a summary is known (for the reference set that is the
-seed's stated bound, labelled as an assumption); "unknown" when no spread is known at all.
+Significance: a two-sided Welch t-test on the per-iteration samples when both runs have them;
+from (mean, stddev, n) when only a summary is known (for the reference set that is the seed's
+stated bound, labelled as an assumption); "unknown" when no spread is known at all. The report
+makes many such claims at once (rankings, engine and method comparisons, speedups, concurrency
+peaks), so it decides each at ``ALPHA`` on its Holm-Bonferroni adjusted p over the whole family
+(``claim_family``): the chance of even one false "significant" in a report stays below ALPHA.
 """
 
 from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Iterable, Sequence
-from typing import Literal
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Literal, TypeVar
 
 from bench.core import StrictModel, t_cdf
 from bench.report._model import ConfigInfo, Figure, PublishedDelta, RunSet, RunView
@@ -23,6 +27,46 @@ STABLE_CV = 0.02  # a run whose decode CV is at most 2% is called stable
 
 Metric = Literal["decode", "ttft"]
 Significance = Literal["significant", "not_significant", "unknown"]
+#: one tested claim: (figure, run key, run key), the keys sorted (the test is symmetric)
+TestKey = tuple[str, str, str]
+K = TypeVar("K")
+
+
+def claim_key(figure: str, a: RunView, b: RunView) -> TestKey:
+    lo, hi = sorted((a.key, b.key))
+    return (figure, lo, hi)
+
+
+def holm(pvalues: Mapping[K, float]) -> dict[K, float]:
+    """Holm-Bonferroni adjusted p-values: with the m raw p-values sorted ascending, the i-th
+    (1-based) becomes max over j <= i of min(1, (m - j + 1) * p_(j)). Rejecting where the
+    adjusted p < alpha is Holm's step-down procedure (family-wise error rate <= alpha)."""
+    m = len(pvalues)
+    out: dict[K, float] = {}
+    running = 0.0
+    for i, (k, p) in enumerate(sorted(pvalues.items(), key=lambda kv: kv[1])):
+        running = max(running, min(1.0, (m - i) * p))
+        out[k] = running
+    return out
+
+
+@dataclass(frozen=True)
+class Family:
+    """The report's family of significance claims: each test's raw and Holm-adjusted p."""
+
+    raw: dict[TestKey, float] = field(default_factory=dict)
+    adjusted: dict[TestKey, float] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, raw: Mapping[TestKey, float]) -> Family:
+        return cls(raw=dict(raw), adjusted=holm(raw))
+
+    @property
+    def size(self) -> int:
+        return len(self.raw)
+
+    def significant(self) -> list[TestKey]:
+        return [k for k, p in self.adjusted.items() if p < ALPHA]
 
 
 class Comparison(StrictModel):
@@ -39,6 +83,7 @@ class Comparison(StrictModel):
     significance: Significance
     p_value: float | None
     basis: str
+    p_adjusted: float | None = None  # Holm-adjusted over the report's family (see Family)
 
     @property
     def winner(self) -> RunView | None:
@@ -90,12 +135,51 @@ def _published(deltas: Iterable[PublishedDelta], metric: Metric, a: str, b: str)
     return None
 
 
-def _test(fa: Figure, fb: Figure) -> tuple[Significance, float | None, str]:
+def raw_p(fa: Figure, fb: Figure) -> float | None:
+    """The two-sided Welch p-value of two figures, None when no spread is known."""
+    if len(fa.samples) >= 2 and len(fb.samples) >= 2:
+        return welch_samples(fa.samples, fb.samples)
+    if (
+        fa.mean is not None
+        and fb.mean is not None
+        and fa.stddev is not None
+        and fb.stddev is not None
+        and (fa.n or 0) >= 2
+        and (fb.n or 0) >= 2
+    ):
+        assert fa.n is not None and fb.n is not None
+        return welch_summary(fa.mean, fa.stddev, fa.n, fb.mean, fb.stddev, fb.n)
+    return None
+
+
+def _adjusted(
+    p: float, key: TestKey | None, family: Family | None
+) -> tuple[Significance, float | None, str]:
+    """Significance on the Holm-adjusted p when the test is in the family, else on p."""
+    if family is not None and key is not None and key in family.adjusted:
+        q = family.adjusted[key]
+        sig: Significance = "significant" if q < ALPHA else "not_significant"
+        return sig, q, f", Holm-adjusted p={q:.3g} ({family.size} claims)"
+    return ("significant" if p < ALPHA else "not_significant"), None, ""
+
+
+def _test(
+    fa: Figure, fb: Figure, key: TestKey | None = None, family: Family | None = None
+) -> tuple[Significance, float | None, str]:
+    sig, p, basis, _ = _test_adj(fa, fb, key, family)
+    return sig, p, basis
+
+
+def _test_adj(
+    fa: Figure, fb: Figure, key: TestKey | None, family: Family | None
+) -> tuple[Significance, float | None, str, float | None]:
     if len(fa.samples) >= 2 and len(fb.samples) >= 2:
         p = welch_samples(fa.samples, fb.samples)
-        sig: Significance = "significant" if p < ALPHA else "not_significant"
-        basis = f"Welch t-test over {len(fa.samples)} and {len(fb.samples)} iterations, p={p:.3g}"
-        return sig, p, basis
+        sig, q, adj = _adjusted(p, key, family)
+        basis = (
+            f"Welch t-test over {len(fa.samples)} and {len(fb.samples)} iterations, p={p:.3g}" + adj
+        )
+        return sig, p, basis, q
     if (
         fa.mean is not None
         and fb.mean is not None
@@ -106,17 +190,22 @@ def _test(fa: Figure, fb: Figure) -> tuple[Significance, float | None, str]:
     ):
         assert fa.n is not None and fb.n is not None
         p = welch_summary(fa.mean, fa.stddev, fa.n, fb.mean, fb.stddev, fb.n)
-        sig = "significant" if p < ALPHA else "not_significant"
+        sig, q, adj = _adjusted(p, key, family)
         assumed = " (assumed spread: the source's stated bound)" if fa.spread_assumed else ""
-        basis = f"Welch t-test from mean, stddev and n{assumed}, p={p:.3g}"
-        return sig, p, basis
-    return "unknown", None, "no spread known, significance cannot be tested"
+        basis = f"Welch t-test from mean, stddev and n{assumed}, p={p:.3g}" + adj
+        return sig, p, basis, q
+    return "unknown", None, "no spread known, significance cannot be tested", None
 
 
 def compare(
-    a: RunView, b: RunView, metric: Metric, deltas: Iterable[PublishedDelta] = ()
+    a: RunView,
+    b: RunView,
+    metric: Metric,
+    deltas: Iterable[PublishedDelta] = (),
+    family: Family | None = None,
 ) -> Comparison:
-    """Order two runs on ``metric`` (decode: higher is better; TTFT: lower is better)."""
+    """Order two runs on ``metric`` (decode: higher is better; TTFT: lower is better). With a
+    ``family``, significance is decided on the Holm-adjusted p of this test."""
     fa, fb = _fig(a, metric), _fig(b, metric)
     higher_better = metric == "decode"
     delta: float | None = None
@@ -129,7 +218,7 @@ def compare(
             better = "a" if a_wins else "b"
             hi, lo = max(fa.mean, fb.mean), min(fa.mean, fb.mean)
             percent = pct(hi, lo) if lo > 0 else None
-        sig, p, basis = _test(fa, fb)
+        sig, p, basis, q = _test_adj(fa, fb, claim_key(metric, a, b), family)
         if delta == 0:
             sig = "not_significant"
         return Comparison(
@@ -144,6 +233,7 @@ def compare(
             significance=sig,
             p_value=p,
             basis=basis,
+            p_adjusted=q,
         )
     delta = _published(deltas, metric, a.key, b.key)
     if delta is not None and delta != 0:
@@ -210,20 +300,31 @@ class Pairwise(StrictModel):
     ttft: Comparison
 
 
-def within(runs: Sequence[RunView], by: Literal["engine", "method"], rs: RunSet) -> list[Pairwise]:
+def _pairs_within(
+    runs: Sequence[RunView], by: Literal["engine", "method"]
+) -> list[tuple[str, RunView, RunView]]:
+    out = []
+    for g in ordered_unique(getattr(r, by) for r in runs):
+        members = [r for r in runs if getattr(r, by) == g]
+        out += [(g, a, b) for a, b in itertools.combinations(members, 2)]
+    return out
+
+
+def within(
+    runs: Sequence[RunView],
+    by: Literal["engine", "method"],
+    rs: RunSet,
+    family: Family | None = None,
+) -> list[Pairwise]:
     """Every pair sharing an engine (``by='engine'``) or a method, decode winner first."""
     out: list[Pairwise] = []
-    groups = ordered_unique(getattr(r, by) for r in runs)
-    for g in groups:
-        members = [r for r in runs if getattr(r, by) == g]
-        for a, b in itertools.combinations(members, 2):
-            dec = compare(a, b, "decode", rs.published_deltas)
-            if dec.better == "b":
-                a, b = b, a
-                dec = compare(a, b, "decode", rs.published_deltas)
-            out.append(
-                Pairwise(group=g, decode=dec, ttft=compare(a, b, "ttft", rs.published_deltas))
-            )
+    deltas = rs.published_deltas
+    for g, a, b in _pairs_within(runs, by):
+        dec = compare(a, b, "decode", deltas, family)
+        if dec.better == "b":
+            a, b = b, a
+            dec = compare(a, b, "decode", deltas, family)
+        out.append(Pairwise(group=g, decode=dec, ttft=compare(a, b, "ttft", deltas, family)))
     return out
 
 
@@ -233,7 +334,9 @@ class TtftLeader(StrictModel):
     basis: str
 
 
-def ttft_leaders(runs: Sequence[RunView], rs: RunSet) -> list[TtftLeader]:
+def ttft_leaders(
+    runs: Sequence[RunView], rs: RunSet, family: Family | None = None
+) -> list[TtftLeader]:
     """Per method, the run whose TTFT is lower than every other run of that method."""
     out: list[TtftLeader] = []
     for m in ordered_unique(r.method for r in runs):
@@ -243,7 +346,9 @@ def ttft_leaders(runs: Sequence[RunView], rs: RunSet) -> list[TtftLeader]:
         leader, bases = None, []
         for cand in members:
             comps = [
-                compare(cand, o, "ttft", rs.published_deltas) for o in members if o is not cand
+                compare(cand, o, "ttft", rs.published_deltas, family)
+                for o in members
+                if o is not cand
             ]
             if all(c.better == "a" and c.decided for c in comps):
                 leader, bases = cand, [c.basis for c in comps]
@@ -278,6 +383,8 @@ class ConcurrencySweep(StrictModel):
     cause: str | None
     # the level with the highest mean, when it differs from ``peak`` only within the noise
     highest_mean_level: int | None = None
+    # the largest Holm-adjusted p of the tests that put the levels below the peak under it
+    peak_p_adjusted: float | None = None
 
 
 def _cap_from_flags(info: ConfigInfo | None) -> int | None:
@@ -297,7 +404,10 @@ def _cap_from_flags(info: ConfigInfo | None) -> int | None:
 
 
 def _saturation_point(
-    known: list[ConcurrencyPoint], top: ConcurrencyPoint | None, runs: dict[int, RunView]
+    known: list[ConcurrencyPoint],
+    top: ConcurrencyPoint | None,
+    runs: dict[int, RunView],
+    family: Family | None = None,
 ) -> ConcurrencyPoint | None:
     """The peak as a rule over noise: the lowest level whose aggregate is not significantly
     below the highest mean (Welch over the iterations). Without a spread to test, the level with
@@ -308,36 +418,77 @@ def _saturation_point(
     for p in known:
         if p is top:
             return top
-        sig, _, _ = _test(runs[p.concurrency].aggregate, best)
+        key = claim_key("aggregate", runs[p.concurrency], runs[top.concurrency])
+        sig, _, _ = _test(runs[p.concurrency].aggregate, best, key, family)
         if sig == "not_significant":
             return p
     return top
 
 
-def sweeps(rs: RunSet) -> list[ConcurrencySweep]:
-    """One sweep per configuration measured (or published) at more than one concurrency."""
-    out: list[ConcurrencySweep] = []
+def _sweep_runs(rs: RunSet) -> list[tuple[str, list[RunView], list[int]]]:
+    """(configuration, its current runs by concurrency, its levels) for every sweep."""
+    out = []
     current = [r for r in rs.runs if r.attempt is None]
     for name in ordered_unique(r.config for r in current):
         runs = sorted((r for r in current if r.config == name), key=lambda r: r.concurrency)
         info = rs.config_info(name)
-        fact = next((f for f in rs.concurrency_facts if f.config == name), None)
         levels = sorted({r.concurrency for r in runs} | set(info.concurrency if info else ()))
-        if len(levels) < 2:
-            continue
-        pts = [
-            ConcurrencyPoint(
-                concurrency=r.concurrency,
-                per_stream=r.decode.mean,
-                aggregate=r.aggregate.mean,
-                ttft=r.ttft.mean,
-                valid=r.valid,
-            )
-            for r in runs
-        ]
+        if len(levels) >= 2:
+            out.append((name, runs, levels))
+    return out
+
+
+def _points(runs: list[RunView]) -> list[ConcurrencyPoint]:
+    return [
+        ConcurrencyPoint(
+            concurrency=r.concurrency,
+            per_stream=r.decode.mean,
+            aggregate=r.aggregate.mean,
+            ttft=r.ttft.mean,
+            valid=r.valid,
+        )
+        for r in runs
+    ]
+
+
+def _peak_tests(runs: list[RunView]) -> list[tuple[TestKey, Figure, Figure]]:
+    """The sweep's peak tests: every valid level below the highest mean against it."""
+    known = [r for r in runs if r.valid and r.aggregate.mean is not None]
+    if len(known) < 2:
+        return []
+    top = max(known, key=lambda r: r.aggregate.mean or 0.0)
+    out = []
+    for r in known:
+        if r is top:
+            break
+        out.append((claim_key("aggregate", r, top), r.aggregate, top.aggregate))
+    return out
+
+
+def _peak_p(
+    runs: list[RunView], peak: ConcurrencyPoint | None, family: Family | None
+) -> float | None:
+    if family is None or peak is None:
+        return None
+    below = {r.key for r in runs if r.concurrency < peak.concurrency}
+    ps = [
+        family.adjusted[k]
+        for k, _, _ in _peak_tests(runs)
+        if k in family.adjusted and (k[1] in below or k[2] in below)
+    ]
+    return max(ps) if ps else None
+
+
+def sweeps(rs: RunSet, family: Family | None = None) -> list[ConcurrencySweep]:
+    """One sweep per configuration measured (or published) at more than one concurrency."""
+    out: list[ConcurrencySweep] = []
+    for name, runs, levels in _sweep_runs(rs):
+        info = rs.config_info(name)
+        fact = next((f for f in rs.concurrency_facts if f.config == name), None)
+        pts = _points(runs)
         known = [p for p in pts if p.valid and p.aggregate is not None]
         top = max(known, key=lambda p: p.aggregate or 0.0) if len(known) >= 2 else None
-        peak = _saturation_point(known, top, {r.concurrency: r for r in runs})
+        peak = _saturation_point(known, top, {r.concurrency: r for r in runs}, family)
         peak_c = peak.concurrency if peak else (fact.peak_concurrency if fact else None)
         through = None
         if len(known) >= 2:
@@ -376,6 +527,7 @@ def sweeps(rs: RunSet) -> list[ConcurrencySweep]:
                 ttft_growth=growth,
                 cause=cause,
                 highest_mean_level=top.concurrency if top and peak and top is not peak else None,
+                peak_p_adjusted=_peak_p(runs, peak, family),
             )
         )
     return out
@@ -386,3 +538,32 @@ def stable(run: RunView) -> bool | None:
     if f.mean is None or f.stddev is None or not f.mean:
         return None
     return f.stddev / f.mean <= STABLE_CV
+
+
+def claim_family(rs: RunSet, single: Sequence[RunView], baselines: Sequence[RunView]) -> Family:
+    """Every significance test the report states, with a p-value: the decode ranking's
+    neighbours, decode and TTFT within each engine and each method, TTFT between every pair
+    (the TTFT leaders), each speculative run against its engine's baseline, each sweep's
+    levels against its peak. One test per pair and figure, however often it is quoted."""
+    tests: dict[TestKey, tuple[Figure, Figure]] = {}
+
+    def add(figure: Metric, a: RunView, b: RunView) -> None:
+        tests.setdefault(claim_key(figure, a, b), (_fig(a, figure), _fig(b, figure)))
+
+    ranked = ranking(single)
+    for a, b in itertools.pairwise(ranked):
+        add("decode", a, b)
+    for by in ("engine", "method"):
+        for _, a, b in _pairs_within(single, by):
+            add("decode", a, b)
+    for a, b in itertools.combinations(single, 2):
+        add("ttft", a, b)
+    for base in baselines:
+        for r in single:
+            if r.engine == base.engine:
+                add("decode", r, base)
+    for _, runs, _ in _sweep_runs(rs):
+        for key, fa, fb in _peak_tests(runs):
+            tests.setdefault(key, (fa, fb))
+    raw = {k: p for k, (fa, fb) in tests.items() if (p := raw_p(fa, fb)) is not None}
+    return Family.of(raw)

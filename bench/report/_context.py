@@ -7,8 +7,11 @@ from typing import Any
 
 from bench.core import TOY_MODEL_BANNER, StrictModel
 from bench.report._claims import (
+    ALPHA,
     Comparison,
+    Family,
     Pairwise,
+    claim_family,
     compare,
     ordered_unique,
     ranking,
@@ -37,6 +40,37 @@ class Speedup(StrictModel):
     run: RunView
     ratio: float | None
     comparison: Comparison
+
+
+class AfterFix(StrictModel):
+    """One run of a configuration on a patched image, with the seed's 'After the fix' evidence
+    (tensors loaded, graphs active, acceptance over sampled windows, the valid result)."""
+
+    run: RunView
+    patch_sha256: str
+    accept_min: float | None
+    accept_max: float | None
+    accept_windows: int
+
+
+def after_fix(rs: RunSet) -> list[AfterFix]:
+    """Every current run of a patched configuration, in the report's run order."""
+    out = []
+    for r in rs.runs:
+        info = rs.config_info(r.config)
+        if r.attempt is not None or info is None or info.patch_sha256 is None:
+            continue
+        acc = list(r.server_log.accept_lengths) if r.server_log else []
+        out.append(
+            AfterFix(
+                run=r,
+                patch_sha256=info.patch_sha256,
+                accept_min=min(acc) if acc else None,
+                accept_max=max(acc) if acc else None,
+                accept_windows=len(acc),
+            )
+        )
+    return out
 
 
 class SideBySide(StrictModel):
@@ -79,20 +113,21 @@ def build_context(rs: RunSet, reference: RunSet | None = None) -> dict[str, Any]
     single_all = single_request(rs.runs)
     single = speculative(single_all)
     baselines = [r for r in single_all if r.method == "NONE"]
+    family: Family = claim_family(rs, single, baselines)
     ranked_runs = ranking(single)
     ranked = [
         Ranked(
             rank=i + 1,
             run=r,
-            vs_next=compare(r, ranked_runs[i + 1], "decode", rs.published_deltas)
+            vs_next=compare(r, ranked_runs[i + 1], "decode", rs.published_deltas, family)
             if i + 1 < len(ranked_runs)
             else None,
         )
         for i, r in enumerate(ranked_runs)
     ]
-    by_engine = within(single, "engine", rs)
-    by_method = within(single, "method", rs)
-    leaders = ttft_leaders(single, rs)
+    by_engine = within(single, "engine", rs, family)
+    by_method = within(single, "method", rs, family)
+    leaders = ttft_leaders(single, rs, family)
     leader_engines = {lead.run.engine for lead in leaders if lead.run is not None}
     ttft_engine = (
         leader_engines.pop()
@@ -101,14 +136,16 @@ def build_context(rs: RunSet, reference: RunSet | None = None) -> dict[str, Any]
     )
     dominant_method = _dominant(by_engine, "method")
     dominant_engine = _dominant(by_method, "engine")
-    sw = sweeps(rs)
+    sw = sweeps(rs, family)
     sweep_by_config = {s.config: s for s in sw}
     best = ranked[0].run if ranked else None
     best_decided = bool(ranked) and (ranked[0].vs_next is None or ranked[0].vs_next.decided)
     # The config with the lowest TTFT among those whose TTFT is ordered against all others.
     ttft_best: RunView | None = None
     for cand in single:
-        comps = [compare(cand, o, "ttft", rs.published_deltas) for o in single if o is not cand]
+        comps = [
+            compare(cand, o, "ttft", rs.published_deltas, family) for o in single if o is not cand
+        ]
         if comps and all(c.better == "a" and c.decided for c in comps):
             ttft_best = cand
     best_sweep = sweep_by_config.get(best.config) if best else None
@@ -127,6 +164,7 @@ def build_context(rs: RunSet, reference: RunSet | None = None) -> dict[str, Any]
     max_sd = max((r.decode.stddev for r in single if r.decode.stddev is not None), default=None)
     ranking_resolved = all(x.vs_next is None or x.vs_next.decided for x in ranked)
     invalid = [r for r in rs.runs if not r.valid]
+    warned = [r for r in rs.runs if r.valid and any(x.severity == "warning" for x in r.reasons)]
     superseded = [r for r in rs.runs if r.attempt is not None and r.valid]
     acc_rows = [r for r in single if r.acceptance_rate is not None or r.acceptance_raw]
     top_acc = max(
@@ -138,7 +176,7 @@ def build_context(rs: RunSet, reference: RunSet | None = None) -> dict[str, Any]
     for b in baselines:
         for r in single:
             if r.engine == b.engine:
-                c = compare(r, b, "decode", rs.published_deltas)
+                c = compare(r, b, "decode", rs.published_deltas, family)
                 ratio = (
                     r.decode.mean / b.decode.mean
                     if r.decode.mean is not None and b.decode.mean
@@ -152,6 +190,8 @@ def build_context(rs: RunSet, reference: RunSet | None = None) -> dict[str, Any]
     return {
         "rs": rs,
         "simulated": rs.simulated,
+        "family": family,
+        "alpha": ALPHA,
         "single": single,
         "baselines": baselines,
         "ranked": ranked,
@@ -172,6 +212,8 @@ def build_context(rs: RunSet, reference: RunSet | None = None) -> dict[str, Any]
         "max_sd": max_sd,
         "ranking_resolved": ranking_resolved,
         "invalid": invalid,
+        "warned": warned,
+        "after_fix": after_fix(rs),
         "superseded": superseded,
         "acceptance_rows": acc_rows,
         "top_acceptance": top_acc,

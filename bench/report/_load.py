@@ -24,6 +24,7 @@ from bench.report._model import (
     RequestOutput,
     RunSet,
     RunView,
+    SuiteView,
 )
 from bench.report._roofline import build_roofline
 from bench.schema import (
@@ -32,6 +33,7 @@ from bench.schema import (
     Hardware,
     Payload,
     RunLock,
+    SuiteRecord,
     check_payload,
     read_payload,
 )
@@ -136,6 +138,7 @@ def run_view(p: Payload, stem: str, log_lines: dict[str, list[str]] | None = Non
         warmup=p.evidence.workload.warmup,
         telemetry=tele,
         telemetry_note=tele_note,
+        server_log=p.evidence.server_log,
     )
 
 
@@ -206,6 +209,7 @@ def _experiment_infos(
                 concurrency=tuple(exp.levels_for(cfg)),
                 rationale=cfg.notes,
                 depth_of=cfg.depth_of,
+                patch_sha256=(b.patch_sha256 if (b := exp.image_for(cfg).build) else None),
             )
         )
     commands: list[CommandBlock] = []
@@ -339,6 +343,31 @@ def load_artifacts(artifacts_dir: Path) -> RunSet:
         commands_source=source,
         notes=(),
         emulator_time_scale=_time_scale(lock),
+        upstream_suite=read_suite(d / SUITE_RECORD),
+    )
+
+
+#: where ``specbench matrix`` puts its copy of the SGLang upstream-suite record
+SUITE_RECORD = "upstream/sglang-suite.json"
+
+
+def read_suite(path: Path) -> SuiteView | None:
+    """The upstream-suite record if the artifacts carry one (a SuiteRecord); a record that does
+    not validate stops the report with exit 2 and the field."""
+    if not path.is_file():
+        return None
+    rec = read_json_model(path, SuiteRecord)
+    return SuiteView(
+        file=SUITE_RECORD,
+        upstream_version=rec.upstream_version,
+        patch_sha256=rec.patch_sha256,
+        passed=rec.summary.passed,
+        failed=rec.summary.failed,
+        needs_gpu=rec.summary.needs_gpu,
+        upstream_passed=rec.summary.upstream_passed,
+        specbench_passed=rec.summary.specbench_passed,
+        passed_tests=tuple(t.id for t in rec.patched.tests if t.outcome == "passed"),
+        reproduce=rec.reproduce,
     )
 
 

@@ -12,6 +12,7 @@ from typing import Any, Literal
 from pydantic import Field
 
 from bench.core import StrictModel
+from bench.schema import ServerLogEvidence
 
 SourceKind = Literal["artifacts", "reference"]
 
@@ -115,6 +116,9 @@ class RunView(StrictModel):
     outputs: tuple[RequestOutput, ...] = Field(
         default=(), description="measured requests with a recorded prompt hash and output text"
     )
+    server_log: ServerLogEvidence | None = Field(
+        default=None, description="what the server log showed (load checks, graphs, acceptance)"
+    )
 
 
 class ConfigInfo(StrictModel):
@@ -137,6 +141,9 @@ class ConfigInfo(StrictModel):
     rationale: str | None = None
     notes: tuple[str, ...] = ()
     depth_of: str | None = Field(default=None, description="the depth sweep this point is of")
+    patch_sha256: str | None = Field(
+        default=None, description="the configuration runs a locally patched image: its patch"
+    )
 
 
 class PublishedDelta(StrictModel):
@@ -204,6 +211,22 @@ class RooflineSection(StrictModel):
     missing: tuple[str, ...] = ()
 
 
+class SuiteView(StrictModel):
+    """The SGLang upstream-suite record (tests/contract/test_sglang_upstream_suite.py), read
+    tolerantly: what passed on the patched release."""
+
+    file: str
+    upstream_version: str | None = None
+    patch_sha256: str | None = None
+    passed: int | None = None
+    failed: int | None = None
+    needs_gpu: int | None = None
+    upstream_passed: int | None = None
+    specbench_passed: int | None = None
+    passed_tests: tuple[str, ...] = ()
+    reproduce: str | None = None
+
+
 class RunSet(StrictModel):
     """Everything the report needs, read from one source."""
 
@@ -228,6 +251,9 @@ class RunSet(StrictModel):
     notes: tuple[str, ...] = ()
     machine_tables: tuple[Table, ...] = ()
     roofline: RooflineSection | None = None
+    upstream_suite: SuiteView | None = Field(
+        default=None, description="upstream/sglang-suite.json, when the artifacts carry it"
+    )
     emulator_time_scale: float | None = Field(
         default=None, description="the matrix's --time-scale override of the emulator, if any"
     )

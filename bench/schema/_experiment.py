@@ -238,6 +238,11 @@ class Configuration(StrictModel):
     expect_invalid: str | None = Field(
         default=None, description="why this configuration is expected to be judged invalid"
     )
+    require_cuda_graphs: bool = Field(
+        default=False,
+        description="CUDA graphs not captured or not used in the measured windows makes the "
+        "run invalid (default: a validity warning)",
+    )
     notes: str | None = None
 
     @field_validator("method", mode="before")

@@ -230,6 +230,42 @@ class RunInfo(StrictModel):
     )
 
 
+class GraphEvidence(StrictModel):
+    """CUDA graphs in the server's own log: captured at start, used in the measured windows."""
+
+    needed: str | None = Field(
+        description="the captured phase this configuration needs (e.g. 'target verify'); "
+        "null: any capture line"
+    )
+    captured: list[str] = Field(default_factory=list, description="capture lines at start")
+    disabled: list[str] = Field(default_factory=list, description="graphs-off lines")
+    use_lines: int = Field(ge=0, description="graph-state lines logged in the measured windows")
+    used: int = Field(ge=0, description="of those, steps that ran on a graph")
+    eager: list[str] = Field(default_factory=list, description="examples of eager-step lines")
+    use_unobservable: str | None = Field(
+        default=None, description="why no graph-state line could be seen, when none was"
+    )
+
+    @property
+    def active(self) -> bool:
+        return bool(self.captured) and self.used > 0
+
+
+class ServerLogEvidence(StrictModel):
+    """Positive evidence from the server log, kept for every payload (not only bad news)."""
+
+    load_checks: list[str] = Field(
+        default_factory=list, description="codes of the load-log rules that were checked"
+    )
+    load_failures: int = Field(ge=0, description="load-log lines that matched an 'invalid' rule")
+    graphs: GraphEvidence | None = None
+    accept_lengths: list[float] = Field(
+        default_factory=list,
+        description="the engine's own acceptance length per log window inside the measured "
+        "windows (SGLang decode lines, vLLM SpecDecoding lines)",
+    )
+
+
 class Evidence(StrictModel):
     """Everything lmx does not know: raw records, acceptance, figures, verdict."""
 
@@ -246,6 +282,9 @@ class Evidence(StrictModel):
         default=None, description="GPU telemetry of the measured windows (bench.machine sampler)"
     )
     warnings: list[str] = Field(default_factory=list)
+    server_log: ServerLogEvidence | None = Field(
+        default=None, description="what the server log showed (matrix runs only)"
+    )
 
 
 class Payload(StrictModel):

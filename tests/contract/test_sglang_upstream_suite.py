@@ -6,7 +6,6 @@ Writes the record to ``$SPECBENCH_SGLANG_SUITE_RECORD`` (default
 
 from __future__ import annotations
 
-import os
 import platform
 import subprocess
 from pathlib import Path
@@ -17,7 +16,6 @@ from upstream_suite import (
     PROBES_IN_TREE,
     RECORD_NAME,
     REPO_ROOT,
-    SuiteRecord,
     build_tree,
     declared_tests,
     differing,
@@ -29,14 +27,19 @@ from upstream_suite import (
 )
 
 from bench.core import write_text
-from bench.engines.upstream import UpstreamSource, cache_dir, patches_sha256
+from bench.engines.upstream import (
+    SUITE_RECORD_NAME,
+    UpstreamSource,
+    patches_sha256,
+    suite_record_path,
+)
+from bench.schema import SuiteRecord
 
-RECORD_ENV = "SPECBENCH_SGLANG_SUITE_RECORD"
+assert SUITE_RECORD_NAME == RECORD_NAME  # the report and the matrix read what this writes
 
 
 def record_path() -> Path:
-    env = os.environ.get(RECORD_ENV, "").strip()
-    return Path(env) if env else cache_dir() / "records" / RECORD_NAME
+    return suite_record_path()
 
 
 @pytest.fixture(scope="module")

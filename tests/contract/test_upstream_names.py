@@ -37,7 +37,7 @@ def our_metric_names() -> set[str]:
 # Where metrics, log lines and routes live (parsing the whole trees takes minutes on 2 cores).
 SCOPES = {
     "vllm": ("v1/metrics", "v1/spec_decode", "entrypoints", "config/speculative.py",
-             "model_executor/model_loader", "v1/worker/gpu", "logger.py"),
+             "model_executor/model_loader", "v1/worker/gpu", "logger.py", "config/vllm.py"),
     "sglang": ("srt/observability", "srt/managers", "srt/model_executor", "srt/entrypoints",
                "srt/models/qwen3_5_mtp.py", "srt/server_args.py", "srt/utils/common.py",
                "srt/mem_cache", "srt/utils/__init__.py"),

@@ -132,3 +132,24 @@ def test_server_that_crashes_at_start_fails_fast_with_its_log(tmp_path: Path) ->
     assert outcome.status == "failed"
     assert "exited" in outcome.reasons[0] and "last log lines" in outcome.reasons[0]
     assert Artifacts(tmp_path / "o").log("vllm-baseline").exists()
+
+
+def test_resume_measures_only_the_missing_level_and_keeps_both_logs(tmp_path: Path) -> None:
+    exp_path = small_experiment(tmp_path, {"vllm-mtp": [1, 2]})
+    exp = load_experiment(exp_path)
+    out = tmp_path / "out"
+    opts = MatrixOptions(
+        out=out, launcher="process", time_scale=float(TIME_SCALE), show_progress=False
+    )
+    run_matrix(exp, opts, experiment_path=exp_path)
+    arts = Artifacts(out)
+    kept = arts.payload("vllm-mtp", 1).read_bytes()
+    arts.payload("vllm-mtp", 2).unlink()  # as if the run had stopped during the second level
+    first_log = arts.log("vllm-mtp").read_text()
+    resumed = run_matrix(exp, opts.model_copy(update={"resume": True}), experiment_path=exp_path)
+    assert [o.status for o in resumed.outcomes] == ["done"]
+    assert arts.payload("vllm-mtp", 1).read_bytes() == kept  # c1 not measured again
+    assert read_payload(arts.payload("vllm-mtp", 2)).evidence.validity.valid
+    log = arts.log("vllm-mtp").read_text()
+    before, sep, after = log.partition("(--resume) ---")
+    assert sep and before.startswith(first_log.rstrip()) and "vLLM server version" in after

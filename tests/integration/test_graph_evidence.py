@@ -1,0 +1,166 @@
+"""The CUDA graph rule end to end on the emulator: its healthy, eager-fallback and
+captured-but-unused logs, over real HTTP, and through the matrix into the payloads."""
+
+from __future__ import annotations
+
+import copy
+import json
+import re
+import time
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from bench.emulator import load_profile, serve_in_thread
+from bench.engines import get_engine, load_experiment
+from bench.matrix import Artifacts, MatrixOptions, run_matrix
+from bench.measure import GraphCheck, graph_check
+from bench.report import render_report
+from bench.schema import EXPERIMENTS_DIR, read_payload
+
+SCALE = 0.01
+
+
+def run_and_check(engine: str, fail: list[str], metrics: bool) -> GraphCheck:
+    profile = load_profile(f"{engine}-mtp").with_overrides(
+        time_scale=SCALE, cudagraph_metrics=metrics
+    )
+    with serve_in_thread(engine, profile, fail=fail) as h:
+        assert h.wait_ready(30)
+        mark = len(h.log_lines)
+        body = {
+            "model": profile.served_model,
+            "messages": [{"role": "user", "content": "word " * 40}],
+            "max_tokens": 160,
+            "ignore_eos": True,
+        }
+        for _ in range(3):
+            req = urllib.request.Request(
+                f"{h.base_url}/v1/chat/completions",
+                json.dumps(body).encode(),
+                {"Content-Type": "application/json"},
+            )
+            with urllib.request.urlopen(req, timeout=30) as resp:
+                resp.read()
+        time.sleep(profile.log_interval_s * SCALE * 2)  # one more vLLM stats interval
+        lines = list(h.log_lines)
+    patterns = get_engine(engine).graph_patterns
+    assert patterns is not None
+    return graph_check(
+        "\n".join(lines),
+        "\n".join(lines[mark:]),
+        patterns,
+        speculative=True,
+        required=False,
+        args=["--cudagraph-metrics"] if metrics else [],
+    )
+
+
+@pytest.mark.parametrize("engine", ["vllm", "sglang"])
+def test_emulator_healthy_eager_and_unused_logs(engine: str) -> None:
+    metrics = engine == "vllm"
+    healthy = run_and_check(engine, [], metrics)
+    assert healthy.reasons == [] and healthy.evidence.active
+    assert healthy.evidence.use_lines > 0 and healthy.evidence.used == healthy.evidence.use_lines
+    eager = run_and_check(engine, ["eager_fallback"], metrics)
+    assert [r.code for r in eager.reasons] == ["cuda_graphs_not_captured"]
+    assert eager.evidence.captured == [] and eager.evidence.used == 0
+    unused = run_and_check(engine, ["graphs_unused"], metrics)
+    assert [r.code for r in unused.reasons] == ["cuda_graphs_unused"]
+    assert unused.evidence.captured and unused.evidence.use_lines > 0 == unused.evidence.used
+
+
+def test_matrix_judges_graphs_per_level(tmp_path: Path) -> None:
+    data: dict[str, Any] = yaml.safe_load(
+        (EXPERIMENTS_DIR / "qwen38-27b-gptq-2x3090.yaml").read_text()
+    )
+    base = next(c for c in data["configurations"] if c["name"] == "sglang-mtp")
+    eager = copy.deepcopy(base) | {"name": "sglang-mtp-eager", "require_cuda_graphs": True}
+    eager["emulator"] = {"profile": "sglang-mtp", "fail": ["eager_fallback"]}
+    unused = copy.deepcopy(base) | {"name": "sglang-mtp-unused"}
+    unused["emulator"] = {"profile": "sglang-mtp", "fail": ["graphs_unused"]}
+    data["configurations"] = [base, eager, unused]
+    for c in data["configurations"]:
+        c["concurrency"] = [1]
+    data["workload"].update(prompt_tokens=200, max_tokens=96, warmup=1, iterations=2)
+    path = tmp_path / "graphs.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    out = tmp_path / "out"
+    opts = MatrixOptions(out=out, launcher="process", time_scale=SCALE, show_progress=False)
+    result = run_matrix(load_experiment(path), opts, experiment_path=path)
+    assert [o.status for o in result.outcomes] == ["done"] * 3
+    arts = Artifacts(out)
+    ok = read_payload(arts.payload("sglang-mtp", 1))
+    assert ok.evidence.validity.valid and ok.evidence.validity.reasons == []
+    sl = ok.evidence.server_log
+    assert sl is not None and sl.graphs is not None and sl.graphs.active
+    assert sl.load_failures == 0 and "draft_tensors_skipped" in sl.load_checks
+    assert sl.accept_lengths and all(1.0 < a <= 3.0 for a in sl.accept_lengths)
+    bad = read_payload(arts.payload("sglang-mtp-eager", 1))
+    assert not bad.evidence.validity.valid
+    assert [(r.code, r.severity) for r in bad.evidence.validity.reasons] == [
+        ("cuda_graphs_not_captured", "invalid")
+    ]
+    warned = read_payload(arts.payload("sglang-mtp-unused", 1))
+    assert warned.evidence.validity.valid
+    assert [(r.code, r.severity) for r in warned.evidence.validity.reasons] == [
+        ("cuda_graphs_unused", "warning")
+    ]
+
+
+def test_after_the_fix_list_from_the_artifacts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    record = {
+        "schema_version": 1,
+        "upstream_version": "0.5.19",
+        "patch_sha256": load_experiment(EXPERIMENTS_DIR / "qwen38-27b-gptq-2x3090.yaml")
+        .images["sglang"]
+        .build.patch_sha256,  # type: ignore[union-attr]
+        "summary": {"passed": 2, "failed": 0, "skipped": 0, "needs_gpu": 1,
+                    "upstream_passed": 1, "specbench_passed": 1},
+        "patched": {"tests": [
+            {"id": "upstream.test_x::test_a", "outcome": "passed"},
+            {"id": "specbench_probes.p::test_b", "outcome": "passed"},
+            {"id": "upstream.test_x::test_c", "outcome": "skipped"},
+        ]},
+    }  # fmt: skip
+    rec = tmp_path / "suite.json"
+    rec.write_text(json.dumps(record))
+    monkeypatch.setenv("SPECBENCH_SGLANG_SUITE_RECORD", str(rec))
+    data: dict[str, Any] = yaml.safe_load(
+        (EXPERIMENTS_DIR / "qwen38-27b-gptq-2x3090.yaml").read_text()
+    )
+    base = next(c for c in data["configurations"] if c["name"] == "sglang-mtp")
+    unused = copy.deepcopy(base) | {"name": "sglang-mtp-unused"}
+    unused["emulator"] = {"profile": "sglang-mtp", "fail": ["graphs_unused"]}
+    data["configurations"] = [base, unused]
+    for c in data["configurations"]:
+        c["concurrency"] = [1]
+    data["workload"].update(prompt_tokens=200, max_tokens=96, warmup=1, iterations=2)
+    path = tmp_path / "fix.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    out = tmp_path / "out"
+    opts = MatrixOptions(out=out, launcher="process", time_scale=SCALE, show_progress=False)
+    run_matrix(load_experiment(path), opts, experiment_path=path)
+    arts = Artifacts(out)
+    assert json.loads(arts.suite_record.read_text()) == record
+    assert arts.check_sums() == []
+    text = render_report(out, tmp_path / "report").read_text(encoding="utf-8")
+    section = text.split("### After the fix: evidence for the patched image")[1]
+    ok = next(ln for ln in section.splitlines() if "(sglang-mtp) | 1 |" in ln)
+    assert "yes: no skipped-parameter line (draft\\_tensors\\_skipped checked)" in ok
+    assert "yes: target verify captured;" in ok and "logged steps on graphs" in ok
+    assert re.search(
+        r"\| [12]\.\d\d to [12]\.\d\d tokens per step over \d+ window\(s\) \| valid, ", ok
+    )
+    bad = next(ln for ln in section.splitlines() if "(sglang-mtp-unused) | 1 |" in ln)
+    assert "**no**: captured, never used in the measured windows" in bad
+    assert "2 passed, 0 failed; 1 of the passes are from SGLang's own suite" in section
+    assert "- passed: `upstream.test_x::test_a`" in section and "test_c" not in section
+    assert "does not vouch" not in section
+    warn = text.split("### Validity warnings on valid runs")[1].split("###")[0]
+    assert "sglang-mtp-unused" in warn and "`cuda_graphs_unused`" in warn
