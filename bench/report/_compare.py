@@ -4,9 +4,10 @@ with the same significance rules as the single-host report.
 Runs are comparable only when they ran the same experiment with the same workload; otherwise
 ``compare_hosts`` refuses and names the first differing field. Per configuration and
 concurrency, each host's decode and TTFT (mean, 95% CI) stand side by side, each host against
-the first one by a two-sided Welch test ("faster by x%" only when significant), and each host's
-roofline efficiency (measured decode / its own bandwidth ceiling), which normalises for memory
-bandwidth.
+the first one by a two-sided Welch test ("faster by x%" only when significant after the same
+Holm-Bonferroni correction as the single-host report, over every host-pair test this comparison
+makes), and each host's roofline efficiency (measured decode / its own bandwidth ceiling), which
+normalises for memory bandwidth.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from bench.core import InputError, StrictModel
-from bench.report._claims import Comparison, compare
+from bench.report._claims import Comparison, Family, claim_key, compare, raw_p
 from bench.report._load import load_artifacts
 from bench.report._model import RunSet, RunView
 
@@ -57,6 +58,7 @@ class FleetComparison(StrictModel):
     hosts: tuple[Host, ...]
     rows: tuple[CompareRow, ...]
     missing: tuple[str, ...] = ()
+    family_size: int = 0
 
     @property
     def simulated(self) -> bool:
@@ -95,10 +97,11 @@ def check_comparable(hosts: Sequence[Host]) -> None:
                 )
 
 
-def _efficiency(rs: RunSet, run: RunView) -> float | None:
+def _efficiency(rs: RunSet, run: RunView, host: str) -> float | None:
     if rs.roofline is None:
         return None
-    row = next((r for r in rs.roofline.rows if r.key == run.key), None)
+    key = run.key.removeprefix(f"{host}/")
+    row = next((r for r in rs.roofline.rows if r.key == key), None)
     return row.fraction if row is not None else None
 
 
@@ -116,11 +119,10 @@ def compare_hosts(dirs: Sequence[Path]) -> FleetComparison:
         for r in h.rs.runs:
             if r.attempt is None and (r.config, r.concurrency) not in keys:
                 keys.append((r.config, r.concurrency))
-    rows: list[CompareRow] = []
-    missing: list[str] = []
+    # Runs are named by host so that every host-pair test is its own member of the family.
+    lined: list[tuple[str, int, list[tuple[str, RunView | None]]]] = []
     for config, c in keys:
-        cells: list[HostCell] = []
-        ref: RunView | None = None
+        cells = []
         for h in hosts:
             run = next(
                 (
@@ -130,31 +132,52 @@ def compare_hosts(dirs: Sequence[Path]) -> FleetComparison:
                 ),
                 None,
             )
+            cells.append(
+                (h.name, run.model_copy(update={"key": f"{h.name}/{run.key}"}) if run else None)
+            )
+        lined.append((config, c, cells))
+    raw: dict[tuple[str, str, str], float] = {}
+    for _, _, cells in lined:
+        present = [r for _, r in cells if r is not None]
+        for run in present[1:]:
+            for metric in ("decode", "ttft"):
+                fa = run.decode if metric == "decode" else run.ttft
+                fb = present[0].decode if metric == "decode" else present[0].ttft
+                p = raw_p(fa, fb)
+                if p is not None:
+                    raw[claim_key(metric, run, present[0])] = p
+    family = Family.of(raw)
+    rows: list[CompareRow] = []
+    missing: list[str] = []
+    for config, c, cells_in in lined:
+        out_cells: list[HostCell] = []
+        ref: RunView | None = None
+        for name, run in cells_in:
             if run is None:
-                missing.append(f"{config} at concurrency {c}: no valid run on {h.name}")
-                cells.append(HostCell(host=h.name, run=None))
+                missing.append(f"{config} at concurrency {c}: no valid run on {name}")
+                out_cells.append(HostCell(host=name, run=None))
                 continue
-            cell = HostCell(host=h.name, run=run, efficiency=_efficiency(h.rs, run))
+            rs = next(h.rs for h in hosts if h.name == name)
+            cell = HostCell(host=name, run=run, efficiency=_efficiency(rs, run, name))
             if ref is None:
                 ref = run
             else:
                 cell = cell.model_copy(
                     update={
-                        "decode_vs_first": compare(run, ref, "decode"),
-                        "ttft_vs_first": compare(run, ref, "ttft"),
+                        "decode_vs_first": compare(run, ref, "decode", family=family),
+                        "ttft_vs_first": compare(run, ref, "ttft", family=family),
                     }
                 )
-            cells.append(cell)
-        some = next(x.run for x in cells if x.run is not None) if ref else None
-        if some is None:
+            out_cells.append(cell)
+        if ref is None:
             continue
         rows.append(
             CompareRow(
                 config=config,
-                engine=some.engine,
-                method=some.method,
+                engine=ref.engine,
+                method=ref.method,
                 concurrency=c,
-                cells=tuple(cells),
+                cells=tuple(out_cells),
             )
         )
     return FleetComparison(
@@ -163,4 +186,5 @@ def compare_hosts(dirs: Sequence[Path]) -> FleetComparison:
         hosts=tuple(hosts),
         rows=tuple(rows),
         missing=tuple(missing),
+        family_size=family.size,
     )

@@ -46,9 +46,13 @@ def test_hosts_side_by_side_with_the_significance_rule(tmp_path: Path) -> None:
     assert fast.decode_vs_first is not None and fast.decode_vs_first.significance == "significant"
     assert fast.decode_vs_first.better == "a"
     assert fast.decode_vs_first.pct == pytest.approx((102.0 / 92.8 - 1) * 100)
+    # the family: 2 configurations x 2 hosts against the first x (decode, TTFT) = 8 tests
+    assert cmp.family_size == 8
+    assert fast.decode_vs_first.p_adjusted is not None and fast.decode_vs_first.p_value is not None
+    assert fast.decode_vs_first.p_adjusted >= fast.decode_vs_first.p_value
     text = render_comparison([a, b, c], tmp_path / "out").read_text()
-    assert "| vllm-mtp | 1 | gpu2 | 92.80" in text and "not significant (p=1)" in text
-    assert "| vllm-mtp | 1 | gpu3 | 102.00" in text and "9.91% faster" in text
+    assert "| vllm-mtp | 1 | gpu2 | 92.80" in text and "not significant (Holm-adjusted p=1)" in text
+    assert "| vllm-mtp | 1 | gpu3 | 102.00" in text and "9.91% faster (Holm-adjusted p=" in text
     assert (tmp_path / "out" / "fleet-decode.png").is_file()
 
 
