@@ -43,6 +43,9 @@ class DepthSweep(StrictModel):
     best_k: int | None
     fastest_k: int | None
     declared_k: int | None = Field(description="the k the swept configuration declares")
+    references: tuple[tuple[int, str], ...] = Field(
+        default=(), description="published depths (k, source) to compare the best k with"
+    )
     per_position_exported: bool
 
 
@@ -119,6 +122,7 @@ def depth_sweeps(rs: RunSet) -> list[DepthSweep]:
         points = _with_p(sorted((_point(r) for r in mine), key=lambda p: p.k))
         chosen, fastest = best_k(points)
         declared = _declared_k(rs, [r.config for r in mine])
+        info = rs.config_info(mine[0].config)
         out.append(
             DepthSweep(
                 group=group,
@@ -129,6 +133,7 @@ def depth_sweeps(rs: RunSet) -> list[DepthSweep]:
                 best_k=chosen,
                 fastest_k=fastest,
                 declared_k=declared,
+                references=info.depth_references if info is not None else (),
                 per_position_exported=any(p.per_position for p in points),
             )
         )

@@ -209,6 +209,7 @@ def _experiment_infos(
                 concurrency=tuple(exp.levels_for(cfg)),
                 rationale=cfg.notes,
                 depth_of=cfg.depth_of,
+                depth_references=tuple((r.k, r.source) for r in cfg.depth_references),
                 patch_sha256=(b.patch_sha256 if (b := exp.image_for(cfg).build) else None),
             )
         )

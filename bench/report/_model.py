@@ -141,6 +141,9 @@ class ConfigInfo(StrictModel):
     rationale: str | None = None
     notes: tuple[str, ...] = ()
     depth_of: str | None = Field(default=None, description="the depth sweep this point is of")
+    depth_references: tuple[tuple[int, str], ...] = Field(
+        default=(), description="published depths (k, source) the sweep is compared with"
+    )
     patch_sha256: str | None = Field(
         default=None, description="the configuration runs a locally patched image: its patch"
     )

@@ -214,6 +214,13 @@ class ServerSettings(StrictModel):
     ipc_host: bool = True
 
 
+class DepthReference(StrictModel):
+    """A published choice of speculative depth a depth sweep is compared with."""
+
+    k: int = Field(ge=1)
+    source: str = Field(min_length=3, description="who recommends it, e.g. an engine's recipe")
+
+
 class Configuration(StrictModel):
     """One server configuration; swept over its concurrency levels with one server start."""
 
@@ -233,6 +240,9 @@ class Configuration(StrictModel):
     )
     depth_of: str | None = Field(
         default=None, description="set by the expansion: the swept configuration's name"
+    )
+    depth_references: list[DepthReference] = Field(
+        default_factory=list, description="published depths the sweep's best k is compared with"
     )
     emulator: EmulatorSpec
     expect_invalid: str | None = Field(

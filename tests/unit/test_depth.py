@@ -153,4 +153,8 @@ def test_best_k_is_the_smallest_not_significantly_slower(tmp_path: Path) -> None
     assert "## Speculative depth" in text and "### vLLM + DFlash, concurrency 1" in text
     assert "Best k: **3** (k=4 has the highest mean, but not significantly above k=3)." in text
     assert "The experiment declares k=4; this sweep points to k=3 on this host." in text
+    assert (
+        "recipe for Qwen3.8-27B DFlash2 (vllm-project/recipes) uses k=7, deeper than this "
+        "sweep's best." in text
+    )
     assert "| 3 | 100.17" in text and "| 0.80 / 0.56 / 0.34 | 2.70 | 26.96 |" in text
