@@ -540,12 +540,18 @@ def stable(run: RunView) -> bool | None:
     return f.stddev / f.mean <= STABLE_CV
 
 
-def claim_family(rs: RunSet, single: Sequence[RunView], baselines: Sequence[RunView]) -> Family:
+def claim_family(
+    rs: RunSet,
+    single: Sequence[RunView],
+    baselines: Sequence[RunView],
+    extra: Mapping[TestKey, tuple[Figure, Figure]] | None = None,
+) -> Family:
     """Every significance test the report states, with a p-value: the decode ranking's
     neighbours, decode and TTFT within each engine and each method, TTFT between every pair
     (the TTFT leaders), each speculative run against its engine's baseline, each sweep's
-    levels against its peak. One test per pair and figure, however often it is quoted."""
-    tests: dict[TestKey, tuple[Figure, Figure]] = {}
+    levels against its peak, and ``extra`` (the depth sweeps' points against their fastest k).
+    One test per pair and figure, however often it is quoted."""
+    tests: dict[TestKey, tuple[Figure, Figure]] = dict(extra or {})
 
     def add(figure: Metric, a: RunView, b: RunView) -> None:
         tests.setdefault(claim_key(figure, a, b), (_fig(a, figure), _fig(b, figure)))

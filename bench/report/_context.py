@@ -22,7 +22,7 @@ from bench.report._claims import (
     ttft_leaders,
     within,
 )
-from bench.report._depth import depth_sweeps
+from bench.report._depth import depth_sweeps, depth_tests
 from bench.report._lossless import lossless
 from bench.report._model import RunSet, RunView
 from bench.report._text import pct
@@ -113,7 +113,7 @@ def build_context(rs: RunSet, reference: RunSet | None = None) -> dict[str, Any]
     single_all = single_request(rs.runs)
     single = speculative(single_all)
     baselines = [r for r in single_all if r.method == "NONE"]
-    family: Family = claim_family(rs, single, baselines)
+    family: Family = claim_family(rs, single, baselines, depth_tests(rs))
     ranked_runs = ranking(single)
     ranked = [
         Ranked(
@@ -224,7 +224,7 @@ def build_context(rs: RunSet, reference: RunSet | None = None) -> dict[str, Any]
         "side_by_side": side_by_side(rs, reference) if reference is not None else [],
         "valid_count": sum(1 for r in rs.runs if r.valid),
         "lossless": lossless(rs.runs),
-        "depth": depth_sweeps(rs),
+        "depth": depth_sweeps(rs, family),
         "toy_banner": TOY_MODEL_BANNER,
         "single_all_valid": lambda config, c: _valid_current(rs, config, c),
     }

@@ -2,8 +2,9 @@
 decode and TTFT against k, acceptance per position, and the best k chosen by a rule over data.
 
 Rule: the best k is the smallest k whose decode rate is not significantly below the best mean
-(two-sided Welch test on the per-iteration samples, alpha 0.05): deeper speculation that buys
-nothing measurable costs draft work and memory for nothing.
+(two-sided Welch test on the per-iteration samples, Holm-adjusted within the report's family of
+claims, alpha 0.05): deeper speculation that buys nothing measurable costs draft work and memory
+for nothing.
 
 Explanation the reader can check: with a_i accepted draft tokens at position i over d drafts
 (verification steps), position i is accepted with probability p_i = a_i / d, and each step
@@ -19,8 +20,8 @@ from collections.abc import Sequence
 from pydantic import Field
 
 from bench.core import StrictModel
-from bench.report._claims import welch_samples
-from bench.report._model import RunSet, RunView
+from bench.report._claims import Family, TestKey, claim_key, welch_samples
+from bench.report._model import Figure, RunSet, RunView
 
 ALPHA = 0.05
 
@@ -47,6 +48,7 @@ class DepthSweep(StrictModel):
         default=(), description="published depths (k, source) to compare the best k with"
     )
     per_position_exported: bool
+    holm: bool = Field(default=False, description="p values are Holm-adjusted in the family")
 
 
 def expected_tokens_per_step(accepted_per_position: Sequence[int], drafts: int) -> float | None:
@@ -79,18 +81,25 @@ def _point(run: RunView) -> DepthPoint:
     )
 
 
-def _with_p(points: list[DepthPoint]) -> list[DepthPoint]:
+def _fastest(points: Sequence[DepthPoint]) -> DepthPoint | None:
     known = [p for p in points if p.run.decode.mean is not None]
-    if not known:
+    return max(known, key=lambda p: p.run.decode.mean or 0.0) if known else None
+
+
+def _with_p(points: list[DepthPoint], family: Family | None) -> list[DepthPoint]:
+    """Each point's p against the fastest k: Holm-adjusted within the report's family when one
+    is given, else the raw Welch p."""
+    fastest = _fastest(points)
+    if fastest is None:
         return points
-    fastest = max(known, key=lambda p: p.run.decode.mean or 0.0)
-    best = fastest.run.decode.samples
     out = []
     for p in points:
-        a = p.run.decode.samples
         pv = None
-        if p is not fastest and len(a) >= 2 and len(best) >= 2:
-            pv = welch_samples(a, best)
+        if p is not fastest and len(p.run.decode.samples) >= 2:
+            if family is not None:
+                pv = family.adjusted.get(claim_key("decode", p.run, fastest.run))
+            elif len(fastest.run.decode.samples) >= 2:
+                pv = welch_samples(p.run.decode.samples, fastest.run.decode.samples)
         out.append(p.model_copy(update={"p_vs_best": pv}))
     return out
 
@@ -111,15 +120,35 @@ def _declared_k(rs: RunSet, configs: Sequence[str]) -> int | None:
     return None
 
 
-def depth_sweeps(rs: RunSet) -> list[DepthSweep]:
-    """One sweep per depth-swept configuration and concurrency level, from valid current runs."""
+def _groups(rs: RunSet) -> list[tuple[str, int, list[RunView]]]:
+    """(swept configuration, concurrency, its valid current runs) in the runs' order."""
     group_of = {c.name: c.depth_of for c in rs.configs if c.depth_of}
     runs = [r for r in rs.runs if r.valid and r.attempt is None and r.config in group_of]
-    out: list[DepthSweep] = []
     keys = list(dict.fromkeys((group_of[r.config], r.concurrency) for r in runs))
-    for group, c in keys:
-        mine = [r for r in runs if group_of[r.config] == group and r.concurrency == c]
-        points = _with_p(sorted((_point(r) for r in mine), key=lambda p: p.k))
+    return [
+        (g, c, [r for r in runs if group_of[r.config] == g and r.concurrency == c]) for g, c in keys
+    ]
+
+
+def depth_tests(rs: RunSet) -> dict[TestKey, tuple[Figure, Figure]]:
+    """The depth section's tests (each k's decode against the fastest k's), for the family."""
+    tests: dict[TestKey, tuple[Figure, Figure]] = {}
+    for _, _, mine in _groups(rs):
+        points = [_point(r) for r in mine]
+        fastest = _fastest(points)
+        if fastest is None:
+            continue
+        for p in points:
+            if p is not fastest:
+                tests[claim_key("decode", p.run, fastest.run)] = (p.run.decode, fastest.run.decode)
+    return tests
+
+
+def depth_sweeps(rs: RunSet, family: Family | None = None) -> list[DepthSweep]:
+    """One sweep per depth-swept configuration and concurrency level, from valid current runs."""
+    out: list[DepthSweep] = []
+    for group, c, mine in _groups(rs):
+        points = _with_p(sorted((_point(r) for r in mine), key=lambda p: p.k), family)
         chosen, fastest = best_k(points)
         declared = _declared_k(rs, [r.config for r in mine])
         info = rs.config_info(mine[0].config)
@@ -135,6 +164,7 @@ def depth_sweeps(rs: RunSet) -> list[DepthSweep]:
                 declared_k=declared,
                 references=info.depth_references if info is not None else (),
                 per_position_exported=any(p.per_position for p in points),
+                holm=family is not None,
             )
         )
     return out
