@@ -114,6 +114,12 @@ CASES = [
     Case("verify-bundle missing", 2, "missing"),
     Case("verify-bundle afile", 2, "afile"),
     Case("verify-bundle adir", 1, "FAIL SHA256SUMS missing"),  # contract: exit 1, a problem
+    # compare / tiny-model
+    Case("compare art --out c", 2, "RUN_DIR"),
+    Case("compare art missing --out c", 2, "missing"),
+    Case("compare art art --out afile/c", 2, "--out"),
+    Case("tiny-model", 2, USAGE),
+    Case("tiny-model afile", 2, "afile"),
     # hardware / provenance / probe / telemetry-sample / roofline
     Case("hardware --from-dump missing.json", 2, "missing.json"),
     Case("hardware --from-dump bad.json", 2, "bad.json"),
