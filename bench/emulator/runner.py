@@ -194,8 +194,8 @@ def serve_in_thread(
     return EmulatorHandle(prof, host, port, seed, echo)
 
 
-#: a simulated start-up at least this long is announced on stderr (shorter ones pass unnoticed)
-ANNOUNCE_STARTUP_S = 1.0
+#: a simulated start-up at least this long is announced on stderr (a wait a person notices)
+ANNOUNCE_STARTUP_S = 5.0
 #: the time scale the announcement suggests
 SUGGESTED_TIME_SCALE = 0.05
 
