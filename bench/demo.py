@@ -19,7 +19,7 @@ from typing import Any
 
 import yaml
 
-from bench.core import write_text
+from bench.core import ensure_dir, write_text
 from bench.engines import load_experiment
 from bench.matrix import MatrixOptions, MatrixResult, run_matrix
 from bench.report import render_report
@@ -80,6 +80,7 @@ def run_demo(
     """Run the demo into ``out`` (artifacts in ``out/artifacts``); returns the report path.
 
     ``workload`` replaces DEMO_WORKLOAD (``{}``: the seed's workload unchanged)."""
+    ensure_dir(out, "--out")
     artifacts = out / "artifacts"
     if artifacts.exists():
         # A demo is disposable: start clean so the report is of this run only.
