@@ -7,17 +7,51 @@ OUT ?= runs/$(shell date -u +%Y%m%dT%H%M%SZ)
 INVENTORY ?= inventory.yml
 ARGS ?=
 
-.PHONY: setup demo test test-unit test-integration test-e2e test-contract test-engine lint base-image reproduce provision clean
+.PHONY: setup setup-runtime setup-pip lock demo test test-unit test-integration test-e2e test-contract test-engine lint base-image reproduce provision clean
 
-setup: $(BIN)/specbench
+# The Python environment comes from uv.lock (every package pinned, with hashes). uv is
+# bootstrapped into .tools/ by pip from requirements/uv.txt (hash-pinned); pass UV=uv to use
+# your own (the version in requirements/uv.txt). uv reads UV_* settings, never pip.conf; the lock
+# names PyPI files, so no index setting is needed (a mirror: UV_DEFAULT_INDEX=...).
+UV ?= .tools/bin/uv
+UV_BOOT := $(filter .tools/bin/uv,$(UV))
+UV_SYNC := UV_PROJECT_ENVIRONMENT=$(VENV) $(UV) sync --frozen --python $(PY) --quiet
 
-$(BIN)/specbench: pyproject.toml constraints.txt
-	$(PY) -m venv $(VENV)
-	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -c constraints.txt -e '.[dev]'
+# the uv bootstrap honours PIP_* environment variables but not pip.conf (as uv itself)
+.tools/bin/uv: requirements/uv.txt
+	$(PY) -m venv .tools
+	PIP_CONFIG_FILE=/dev/null .tools/bin/pip install --quiet --disable-pip-version-check \
+	  --require-hashes --only-binary=:all: -r requirements/uv.txt
 	@touch $@
 
-demo: setup
+# setup: runtime + the dev group (tests, linters, Ansible); setup-runtime: what `specbench`
+# needs to run (the demo, a real run), nothing else.
+setup: $(VENV)/.specbench-dev
+setup-runtime: $(VENV)/.specbench-runtime
+
+$(VENV)/.specbench-dev: uv.lock pyproject.toml | $(UV_BOOT)
+	$(UV_SYNC)
+	@touch $@ $(VENV)/.specbench-runtime
+
+# --inexact: a runtime sync never removes the dev tools of an earlier `make setup`
+$(VENV)/.specbench-runtime: uv.lock pyproject.toml | $(UV_BOOT)
+	$(UV_SYNC) --no-dev --inexact
+	@touch $@
+
+# Without uv: the same pins through pip (requirements/*.txt are exported from uv.lock).
+setup-pip:
+	$(PY) -m venv $(VENV)
+	$(BIN)/pip install --quiet --require-hashes -r requirements/dev.txt
+	$(BIN)/pip install --quiet --no-deps -e .
+	@touch $(VENV)/.specbench-dev $(VENV)/.specbench-runtime
+
+# After editing dependencies in pyproject.toml: re-resolve, then re-export the pip files.
+lock: | $(UV_BOOT)
+	$(UV) lock
+	$(UV) export --frozen --quiet --no-emit-project --no-dev -o requirements/runtime.txt
+	$(UV) export --frozen --quiet --no-emit-project -o requirements/dev.txt
+
+demo: setup-runtime
 	$(BIN)/specbench demo
 
 test: setup lint
@@ -55,4 +89,4 @@ provision: setup
 	ANSIBLE_CONFIG=ansible/ansible.cfg $(BIN)/ansible-playbook -i $(INVENTORY) ansible/site.yml $(ARGS)
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) .tools .pytest_cache .mypy_cache .ruff_cache

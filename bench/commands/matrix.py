@@ -10,7 +10,7 @@ import typer
 from pydantic import ValidationError
 
 from bench.core import EMULATOR_IMAGE, InputError, RunError, describe_validation_error
-from bench.demo import run_demo
+from bench.demo import DEMO_TIME_SCALE, demo_banner, run_demo
 from bench.engines import DEFAULT_MODEL_CACHE, load_experiment
 from bench.matrix import MatrixOptions, MatrixResult, render_plan, run_matrix
 
@@ -90,7 +90,14 @@ def _print_outcomes(result: object) -> None:
 
 def demo(
     out: Annotated[Path, typer.Option(help="demo folder")] = Path("reports/demo"),
-    time_scale: Annotated[float, typer.Option(help="emulator time scale")] = 0.02,
+    time_scale: Annotated[float, typer.Option(help="emulator time scale")] = DEMO_TIME_SCALE,
+    seed_workload: Annotated[
+        bool,
+        typer.Option(
+            "--seed-workload",
+            help="the seed's workload (512 output tokens, warmup 2, 5 iterations; minutes)",
+        ),
+    ] = False,
     progress: Annotated[bool, typer.Option(help="show the progress bar")] = True,
 ) -> None:
     """The whole pipeline on the emulator (no Docker, no GPU) -> reports/demo/REPORT.md.
@@ -99,7 +106,13 @@ def demo(
 
     if time_scale <= 0:
         raise InputError("--time-scale", f"must be positive, got {time_scale}")
-    result, report = run_demo(out, time_scale=time_scale, show_progress=progress)
+    typer.echo(demo_banner(time_scale, seed_workload=seed_workload))
+    result, report = run_demo(
+        out,
+        time_scale=time_scale,
+        show_progress=progress,
+        workload={} if seed_workload else None,
+    )
     _print_outcomes(result)
     typer.echo(f"SIMULATED report: {report}")
 

@@ -1,7 +1,7 @@
 """Build the emulator's container image offline: a wheelhouse on the host, no network inside.
 
 The image is ``FROM`` the local base image (``specbench/base:bookworm``, built by
-docker/base/build.sh). Here, the emulator's three dependencies (pinned by constraints.txt) and
+docker/base/build.sh). Here, the emulator's three dependencies (pinned by uv.lock) and
 a wheel of this project are put in a temporary build context; the Dockerfile installs them
 with ``pip install --no-index`` into a venv, and the build itself runs with ``network=none``.
 
@@ -16,6 +16,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import tomllib
 from pathlib import Path
 from typing import Any
 
@@ -30,25 +31,38 @@ DOCKERFILE = REPO_ROOT / "docker" / "emulator" / "Dockerfile"
 
 
 def build_wheelhouse(dest: Path, python: str = sys.executable) -> list[Path]:
-    """Put the runtime wheels (pinned by constraints.txt) and our own wheel in ``dest``."""
+    """Put the runtime wheels (pinned by uv.lock) and our own wheel in ``dest``."""
     dest.mkdir(parents=True, exist_ok=True)
     pip = [python, "-m", "pip", "--disable-pip-version-check", "-q"]
-    constraints = REPO_ROOT / "constraints.txt"
-    subprocess.run(
-        [
-            *pip,
-            "download",
-            "--only-binary=:all:",
-            "-d",
-            str(dest),
-            "-c",
-            str(constraints),
-            *RUNTIME_REQUIREMENTS,
-        ],
-        check=True,
-    )
+    pins = locked_versions(REPO_ROOT / "uv.lock")
+    with tempfile.TemporaryDirectory(prefix="specbench-pins-") as tmp:
+        constraints = Path(tmp) / "pins.txt"
+        constraints.write_text("".join(f"{name}=={version}\n" for name, version in pins.items()))
+        subprocess.run(
+            [
+                *pip,
+                "download",
+                "--only-binary=:all:",
+                "-d",
+                str(dest),
+                "-c",
+                str(constraints),
+                *RUNTIME_REQUIREMENTS,
+            ],
+            check=True,
+        )
     subprocess.run([*pip, "wheel", "--no-deps", "-w", str(dest), str(REPO_ROOT)], check=True)
     return sorted(dest.glob("*.whl"))
+
+
+def locked_versions(lock: Path) -> dict[str, str]:
+    """Every package's version in a uv lock file (the project itself excluded)."""
+    data = tomllib.loads(lock.read_text())
+    return {
+        str(pkg["name"]): str(pkg["version"])
+        for pkg in data["package"]
+        if "version" in pkg and pkg.get("source", {}).get("editable") is None
+    }
 
 
 def prepare_context(ctx: Path) -> Path:

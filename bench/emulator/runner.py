@@ -196,8 +196,60 @@ def serve_in_thread(
     return EmulatorHandle(prof, host, port, seed, echo)
 
 
+#: a simulated start-up at least this long is announced on stderr (a wait a person notices)
+ANNOUNCE_STARTUP_S = 5.0
+#: the time scale the announcement suggests
+SUGGESTED_TIME_SCALE = 0.05
+
+
+def startup_notice(profile: Profile) -> str | None:
+    """The one line that says how long the simulated start-up takes and how to shorten it."""
+    scale = profile.time_scale
+    load = profile.load_s * scale
+    warm = profile.warmup_s * scale if profile.engine == "sglang" else 0.0
+    total = load + warm
+    if total < ANNOUNCE_STARTUP_S:
+        return None
+    parts = f"a load of {load:.1f} s" + (f" and a warmup of {warm:.1f} s" if warm else "")
+    line = (
+        f"SIMULATED start-up: profile {profile.name} simulates {parts} "
+        f"(time scale {scale:g}) before it serves"
+    )
+    if scale > SUGGESTED_TIME_SCALE:
+        short = total * SUGGESTED_TIME_SCALE / scale
+        line += f"; --time-scale {SUGGESTED_TIME_SCALE:g} shortens that to {short:.1f} s"
+    return line
+
+
+async def _show_startup(server: EmulatorServer, out: TextIO, total: float) -> None:
+    """A one-line progress display on a terminal until the emulated engine is ready."""
+    loop = asyncio.get_running_loop()
+    t0 = loop.time()
+    while not server.ready.is_set() and server.phase not in ("crashed", "stopped"):
+        done = min(loop.time() - t0, total)
+        filled = int(20 * done / total) if total > 0 else 20
+        out.write(
+            f"\r  {server.phase:<8} [{'#' * filled}{'.' * (20 - filled)}] "
+            f"{done:5.1f} / {total:.1f} s"
+        )
+        out.flush()
+        try:
+            await asyncio.wait_for(server.ready.wait(), timeout=0.5)
+        except TimeoutError:
+            continue
+    if server.ready.is_set():
+        url = f"http://{server.host}:{server.port}"
+        out.write(f"\r  ready after {loop.time() - t0:.1f} s: {url}{' ' * 20}\n")
+    else:
+        out.write("\n")
+    out.flush()
+
+
 def run_process(profile: Profile, *, host: str, port: int, seed: int) -> int:
-    """Run in the foreground until SIGINT/SIGTERM (exit 0) or a failure mode's exit code."""
+    """Run in the foreground until SIGINT/SIGTERM (exit 0) or a failure mode's exit code.
+
+    A start-up of ANNOUNCE_STARTUP_S or more is announced on stderr (the engine log stays on
+    stdout), with a progress line while it lasts when stderr is a terminal."""
 
     def log(line: str) -> None:
         sys.stdout.write(line + "\n")
@@ -218,6 +270,16 @@ def run_process(profile: Profile, *, host: str, port: int, seed: int) -> int:
             raise InputError(
                 "--host/--port", f"cannot listen on {host}:{port}: {err.strerror or err}"
             ) from None
+        tasks: list[asyncio.Task[None]] = []  # held so the progress task is not collected
+        notice = startup_notice(profile)
+        if notice is not None:
+            sys.stderr.write(notice + "\n")
+            sys.stderr.flush()
+            if sys.stderr.isatty():
+                total = profile.time_scale * (
+                    profile.load_s + (profile.warmup_s if profile.engine == "sglang" else 0.0)
+                )
+                tasks.append(asyncio.create_task(_show_startup(server, sys.stderr, total)))
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
