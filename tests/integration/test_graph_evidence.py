@@ -9,7 +9,7 @@ import re
 import time
 import urllib.request
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import pytest
 import yaml
@@ -19,7 +19,15 @@ from bench.engines import get_engine, load_experiment
 from bench.matrix import Artifacts, MatrixOptions, run_matrix
 from bench.measure import GraphCheck, graph_check
 from bench.report import render_report
-from bench.schema import EXPERIMENTS_DIR, read_payload
+from bench.schema import (
+    EXPERIMENTS_DIR,
+    SuiteCounts,
+    SuiteRecord,
+    SuiteRun,
+    SuiteTest,
+    UpstreamSelection,
+    read_payload,
+)
 
 SCALE = 0.01
 
@@ -114,20 +122,31 @@ def test_matrix_judges_graphs_per_level(tmp_path: Path) -> None:
 def test_after_the_fix_list_from_the_artifacts(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    record = {
-        "schema_version": 1,
-        "upstream_version": "0.5.19",
-        "patch_sha256": load_experiment(EXPERIMENTS_DIR / "qwen38-27b-gptq-2x3090.yaml")
-        .images["sglang"]
-        .build.patch_sha256,  # type: ignore[union-attr]
-        "summary": {"passed": 2, "failed": 0, "skipped": 0, "needs_gpu": 1,
-                    "upstream_passed": 1, "specbench_passed": 1},
-        "patched": {"tests": [
-            {"id": "upstream.test_x::test_a", "outcome": "passed"},
-            {"id": "specbench_probes.p::test_b", "outcome": "passed"},
-            {"id": "upstream.test_x::test_c", "outcome": "skipped"},
-        ]},
-    }  # fmt: skip
+    patch = load_experiment(EXPERIMENTS_DIR / "qwen38-27b-gptq-2x3090.yaml").images["sglang"].build
+    assert patch is not None
+    tests = [
+        SuiteTest(id="upstream.test_x::test_a", origin="upstream", outcome="passed",
+                  targets_patch=True),
+        SuiteTest(id="specbench_probes.p::test_b", origin="specbench", outcome="passed",
+                  targets_patch=True),
+        SuiteTest(id="upstream.test_x::test_c", origin="upstream", outcome="skipped",
+                  targets_patch=False),
+    ]  # fmt: skip
+
+    def run(tree: Literal["patched", "pristine"]) -> SuiteRun:
+        return SuiteRun(tree=tree, command=["pytest"], returncode=0, seconds=1.0, passed=2,
+                        failed=0, errors=0, skipped=1, tests=tests)  # fmt: skip
+
+    record = SuiteRecord(
+        upstream_version="0.5.19", reproduce="pytest tests/contract", python="3.11",
+        pytest="9.2", patches=["0001.patch"], patch_sha256=patch.patch_sha256,
+        summary=SuiteCounts(passed=2, failed=0, skipped=0, needs_gpu=1, upstream_passed=1,
+                            specbench_passed=1),
+        selection=UpstreamSelection(artifact="sglang.whl", artifact_sha256="0" * 64, sdist=None,
+                                    scanned_test_files=1, code_path_modules=[], selected=[],
+                                    needs_gpu=[], cpu_runnable=[]),
+        patched=run("patched"), pristine=run("pristine"), differs_without_patch=[],
+    ).model_dump(mode="json")  # fmt: skip
     rec = tmp_path / "suite.json"
     rec.write_text(json.dumps(record))
     monkeypatch.setenv("SPECBENCH_SGLANG_SUITE_RECORD", str(rec))
