@@ -44,8 +44,8 @@ def _docker(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess
 class Target:
     """One fresh container and the playbook runs made against it."""
 
-    def __init__(self, tmp: Path) -> None:
-        self.name = PREFIX + secrets.token_hex(4)
+    def __init__(self, tmp: Path, prefix: str = PREFIX) -> None:
+        self.name = prefix + secrets.token_hex(4)
         self.tmp = tmp
         r = _docker(
             "run", "-d", "--name", self.name, "--network", NETWORK,
