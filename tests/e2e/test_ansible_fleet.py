@@ -170,8 +170,8 @@ def test_compare_finds_the_expected_difference(first: tuple[Any, Path]) -> None:
     _, run_dir = first
     out = run_dir / "compare"
     r = subprocess.run(
-        [sys.executable, "-c", "from bench.cli import main; main()", "compare", str(run_dir / "a"), str(run_dir / "b"),
-         str(run_dir / "c"), "--out", str(out)],
+        [sys.executable, "-c", "from bench.cli import main; main()", "compare",
+         *(str(run_dir / h) for h in ("a", "b", "c")), "--out", str(out)],
         capture_output=True, text=True, timeout=300, cwd=REPO,
         env={**os.environ, "PYTHONPATH": str(REPO)},
     )  # fmt: skip
@@ -196,7 +196,9 @@ def test_compare_finds_the_expected_difference(first: tuple[Any, Path]) -> None:
 
 
 def test_second_provisioning_run_changes_nothing(fleet: Fleet, first: tuple[Any, Path]) -> None:
+    started = time.monotonic()
     r = fleet.run("second", f"--tags {PROVISION_TAGS}")
+    print(f"fleet: second provisioning run {time.monotonic() - started:.0f} s")
     assert r.rc == 0, "\n".join(_failures(r))
     assert set(r.stats["ok"]) == set(SCALES)
     assert r.stats["changed"] == {}, f"changed on the second run: {_changed_tasks(r)}"
@@ -237,8 +239,10 @@ def test_one_engine_killed_leaves_the_others_and_the_summary(
             "ansible_python_interpreter": "/usr/bin/python3",
         }
     }
+    started = time.monotonic()
     try:
         r = fleet.run("kill", "--tags bench,report", extra_hosts=gone, benchmark_run_id="killed")
+        print(f"fleet: bench+report run with b's engine killed {time.monotonic() - started:.0f} s")
     finally:
         stop.set()
         thread.join(timeout=30)
@@ -255,6 +259,7 @@ def test_one_engine_killed_leaves_the_others_and_the_summary(
     assert "configuration(s) failed" in rows["b"]["why"], rows["b"]
     assert rows["gone"]["status"] == "failed" and "unreachable" in rows["gone"]["why"]
     md = (run_dir / "FLEET.md").read_text()
+    print(md)
     assert "2 of 4 host(s) ok." in md and "| b | failed |" in md
     # the first run's folders are untouched
     _, first_dir = first

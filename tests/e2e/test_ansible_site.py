@@ -126,14 +126,20 @@ def test_report_is_fetched_to_the_controller(site: Site) -> None:
     assert sums == (site.home / "reports" / "e2e" / "artifacts" / "SHA256SUMS").read_bytes()
     fleet = json.loads((site.reports / "e2e" / "fleet.json").read_text())
     assert fleet["hosts"] == [
-        {"host": "localhost", "status": "ok", "report": str(run_dir / "REPORT.md"), "why": ""}
+        {
+            "host": "localhost",
+            "status": "ok",
+            "run": "e2e",
+            "report": str(run_dir / "REPORT.md"),
+            "why": "",
+        }
     ]
 
 
 def test_emulator_ran_in_containers(site: Site, docker_client: Any) -> None:
     expect = json.loads((site.stage / "infra-expect.json").read_text())
     assert docker_client.images.get(expect["emulator_image"])
-    log = (site.reports / "e2e" / "localhost" / "artifacts" / "logs" / f"{CONFIGS[0]}.log")
+    log = site.reports / "e2e" / "localhost" / "artifacts" / "logs" / f"{CONFIGS[0]}.log"
     log = log.read_text()
     assert log.strip(), "the container's log is empty"
 
