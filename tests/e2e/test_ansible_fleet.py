@@ -34,7 +34,7 @@ from test_ansible_fresh_host import ANSIBLE, BASE_IMAGE, REPO, Target, _changed_
 
 PREFIX = "sbfleet-"
 CONFIG = "vllm-dflash"
-SCALES = {"a": 0.05, "b": 0.1, "c": 0.05}
+SCALES = {"a": 0.25, "b": 0.5, "c": 0.25}
 WHEELS = "/opt/sbfleet-wheels"
 PROVISION_TAGS = "provision,images,models"
 
