@@ -130,6 +130,7 @@ def test_report_is_fetched_to_the_controller(site: Site) -> None:
             "host": "localhost",
             "status": "ok",
             "run": "e2e",
+            "task": "",
             "report": str(run_dir / "REPORT.md"),
             "why": "",
         }
