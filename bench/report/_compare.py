@@ -77,6 +77,13 @@ def _names(dirs: Sequence[Path]) -> list[str]:
     return [f"{d.resolve().parent.name}/{d.resolve().name}" for d in dirs]
 
 
+def _artifacts_dir(d: Path) -> Path:
+    """A host's run folder as site.yml fetches it (reports/<run-id>/<host>/: REPORT.md next to
+    artifacts/) or the artifacts folder itself."""
+    inner = d / "artifacts"
+    return inner if not (d / "payloads").is_dir() and (inner / "payloads").is_dir() else d
+
+
 def check_comparable(hosts: Sequence[Host]) -> None:
     """Refuse runs of different experiments or workloads, naming the first differing field."""
     first = hosts[0]
@@ -110,7 +117,7 @@ def compare_hosts(dirs: Sequence[Path]) -> FleetComparison:
     if len(dirs) < 2:
         raise InputError("RUN_DIR", "give at least two run folders to compare")
     hosts = [
-        Host(name=n, path=str(d), rs=load_artifacts(d))
+        Host(name=n, path=str(d), rs=load_artifacts(_artifacts_dir(d)))
         for n, d in zip(_names(dirs), dirs, strict=True)
     ]
     check_comparable(hosts)

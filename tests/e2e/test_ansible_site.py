@@ -110,7 +110,8 @@ def site(docker_client: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterat
 
 
 def test_report_is_fetched_to_the_controller(site: Site) -> None:
-    run_dir = site.reports / "e2e"
+    # reports/<run id>/<inventory_hostname>/, and the fleet summary next to it
+    run_dir = site.reports / "e2e" / "localhost"
     report = (run_dir / "REPORT.md").read_text()
     assert "SIMULATED" in report
     for cfg in CONFIGS:
@@ -123,12 +124,24 @@ def test_report_is_fetched_to_the_controller(site: Site) -> None:
     # the fetched copy is the host's run, byte for byte
     sums = (run_dir / "artifacts" / "SHA256SUMS").read_bytes()
     assert sums == (site.home / "reports" / "e2e" / "artifacts" / "SHA256SUMS").read_bytes()
+    fleet = json.loads((site.reports / "e2e" / "fleet.json").read_text())
+    assert fleet["hosts"] == [
+        {
+            "host": "localhost",
+            "status": "ok",
+            "run": "e2e",
+            "task": "",
+            "report": str(run_dir / "REPORT.md"),
+            "why": "",
+        }
+    ]
 
 
 def test_emulator_ran_in_containers(site: Site, docker_client: Any) -> None:
     expect = json.loads((site.stage / "infra-expect.json").read_text())
     assert docker_client.images.get(expect["emulator_image"])
-    log = (site.reports / "e2e" / "artifacts" / "logs" / f"{CONFIGS[0]}.log").read_text()
+    log = site.reports / "e2e" / "localhost" / "artifacts" / "logs" / f"{CONFIGS[0]}.log"
+    log = log.read_text()
     assert log.strip(), "the container's log is empty"
 
 

@@ -67,3 +67,17 @@ def test_different_experiments_or_workloads_are_refused(tmp_path: Path) -> None:
     assert err.value.reason.startswith("experiment: 'another-experiment' on gpu2")
     with pytest.raises(InputError, match="at least two"):
         compare_hosts([a])
+
+
+def test_a_fetched_host_folder_compares_by_its_artifacts(tmp_path: Path) -> None:
+    """site.yml fetches reports/<run-id>/<host>/ (REPORT.md next to artifacts/): that folder is
+    what `specbench compare` is given, and its name is the host's."""
+    a = write_artifacts(tmp_path / "run" / "gpu1" / "artifacts", specs(SAME))
+    b = write_artifacts(tmp_path / "run" / "gpu2" / "artifacts", specs(FASTER))
+    cmp = compare_hosts([a.parent, b.parent])
+    assert [h.name for h in cmp.hosts] == ["gpu1", "gpu2"]
+    row = next(r for r in cmp.rows if r.config == "vllm-mtp")
+    assert row.cells[1].decode_vs_first is not None
+    assert row.cells[1].decode_vs_first.significance == "significant"
+    with pytest.raises(InputError, match="not a specbench artifacts folder"):
+        compare_hosts([tmp_path / "run", a.parent])

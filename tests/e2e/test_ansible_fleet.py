@@ -1,0 +1,266 @@
+"""site.yml over a fleet: three fresh Debian containers as Ansible hosts, in one play.
+
+Each host is a container from the local base image (specbench/base:bookworm), reached through
+community.docker's `docker` connection (the fresh-host test's Target). There is no Docker inside
+a target, so the emulated matrix runs the emulator as local processes (bench_launcher=process).
+The hosts differ by the emulator's time scale: A and C at the same scale, B at twice it (every
+step takes twice as long, so B decodes at about half A's rate). The bundle's venv is installed
+from a wheelhouse copied into each container (pip --no-index): the targets reach no index.
+
+1. The whole playbook on A, B and C: provisioning and the benchmark in parallel, each host's run
+   fetched to reports/<run id>/<host>/, FLEET.md/fleet.json say all three are ok.
+   `specbench compare` on the fetched folders: B significantly slower than A at every
+   concurrency, C versus A 'not significant'.
+2. The provisioning tags again: changed=0 on every host.
+3. bench + report again, B's engine killed (SIGKILL) while the matrix runs, plus a host that
+   does not exist: A and C still report; the summary names B (the matrix failed) and the
+   unreachable host, each with the reason.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from test_ansible_fresh_host import ANSIBLE, BASE_IMAGE, REPO, Target, _changed_tasks, _failures
+
+PREFIX = "sbfleet-"
+CONFIG = "vllm-dflash"
+SCALES = {"a": 0.25, "b": 0.5, "c": 0.25}
+WHEELS = "/opt/sbfleet-wheels"
+PROVISION_TAGS = "provision,images,models"
+
+
+def _wheelhouse(dest: Path) -> Path:
+    """Every wheel the bundle's `pip install -e` needs (pinned by constraints.txt), built here."""
+    subprocess.run(
+        [sys.executable, "-m", "pip", "download", "-q", "--disable-pip-version-check",
+         "--only-binary=:all:", "-d", str(dest), "-c", str(REPO / "constraints.txt"),
+         str(REPO), "setuptools>=69", "wheel"],
+        check=True, capture_output=True, timeout=600,
+    )  # fmt: skip
+    for own in dest.glob("specbench-*"):
+        own.unlink()
+    return dest
+
+
+class Fleet:
+    def __init__(self, tmp: Path, targets: dict[str, Target]) -> None:
+        self.tmp = tmp
+        self.targets = targets
+        self.reports = tmp / "controller-reports"
+        self.stage = tmp / "stage"
+
+    def host_vars(self, name: str, t: Target) -> dict[str, Any]:
+        return {
+            "ansible_connection": "community.docker.docker",
+            "ansible_host": t.name,
+            "ansible_user": "root",
+            "ansible_python_interpreter": "/usr/bin/python3",
+            "bench_backend": "emulated",
+            "bench_launcher": "process",
+            "benchmark_time_scale": SCALES[name],
+            "specbench_home": "/opt/specbench",
+            "bundle_pip_extra_args": ["--no-index", "--find-links", WHEELS],
+            # testinfra over the docker connection is the fresh-host test's business
+            "verify_enabled": False,
+        }
+
+    def run(
+        self, name: str, cmdline: str = "", extra_hosts: dict[str, Any] | None = None, **ev: Any
+    ) -> Any:
+        import ansible_runner
+
+        hosts = {n: self.host_vars(n, t) for n, t in self.targets.items()}
+        hosts.update(extra_hosts or {})
+        private = self.tmp / "runner" / name
+        private.mkdir(parents=True)
+        return ansible_runner.run(
+            private_data_dir=str(private),
+            project_dir=str(ANSIBLE),
+            playbook="site.yml",
+            inventory={"all": {"children": {"fleet": {"hosts": hosts}}}},
+            extravars={
+                "bundle_stage_dir": str(self.stage),
+                "report_stage_dir": str(self.stage),
+                "report_controller_dir": str(self.reports),
+                "benchmark_only": [CONFIG],
+                "benchmark_iterations": 3,
+                "benchmark_warmup": 0,
+                "specbench_hosts": "fleet",
+                **ev,
+            },
+            cmdline=cmdline,
+            envvars={
+                "PATH": f"{Path(sys.executable).parent}:{os.environ.get('PATH', '')}",
+                "ANSIBLE_CONFIG": str(ANSIBLE / "ansible.cfg"),
+                "ANSIBLE_FORKS": "5",
+            },
+            quiet=True,
+            timeout=900,
+        )
+
+
+@pytest.fixture(scope="module")
+def fleet(docker_client: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Fleet]:
+    try:
+        docker_client.images.get(BASE_IMAGE)
+    except Exception as err:  # CI must fail here, not skip: the image is built by the suite
+        pytest.fail(f"{BASE_IMAGE} missing ({err}); build it with docker/base/build.sh")
+    tmp = tmp_path_factory.mktemp("fleet")
+    wheels = _wheelhouse(tmp / "wheels")
+    targets: dict[str, Target] = {}
+    try:
+        for n in SCALES:
+            t = Target(tmp / n, prefix=PREFIX)
+            targets[n] = t
+            r = subprocess.run(
+                ["docker", "cp", str(wheels), f"{t.name}:{WHEELS}"],
+                capture_output=True, text=True, timeout=120,
+            )  # fmt: skip
+            assert r.returncode == 0, r.stderr
+        yield Fleet(tmp, targets)
+    finally:
+        for t in targets.values():
+            t.remove()
+
+
+@pytest.fixture(scope="module")
+def first(fleet: Fleet) -> tuple[Any, Path]:
+    started = time.monotonic()
+    r = fleet.run("first")
+    print(f"fleet: first run (3 hosts, full playbook) {time.monotonic() - started:.0f} s")
+    assert r.rc == 0, "\n".join(_failures(r))
+    runs = [p for p in fleet.reports.iterdir() if p.is_dir()]
+    assert len(runs) == 1, runs  # one run id for the whole fleet
+    return r, runs[0]
+
+
+def test_every_host_runs_and_its_run_is_fetched(first: tuple[Any, Path]) -> None:
+    r, run_dir = first
+    assert r.stats["failures"] == {} and r.stats["dark"] == {}
+    for host in SCALES:
+        arts = run_dir / host / "artifacts"
+        assert "SIMULATED" in (run_dir / host / "REPORT.md").read_text()
+        assert sorted((arts / "payloads").glob(f"{CONFIG}-c*.json")), host
+        lock = json.loads((arts / "experiment.lock.json").read_text())
+        assert lock, host
+    fleet_json = json.loads((run_dir / "fleet.json").read_text())
+    assert fleet_json["run_id"] == run_dir.name
+    assert {h["host"]: h["status"] for h in fleet_json["hosts"]} == dict.fromkeys(SCALES, "ok")
+    assert "3 of 3 host(s) ok." in (run_dir / "FLEET.md").read_text()
+
+
+def _compare(run_dir: Path, a: str, b: str) -> Any:
+    from bench.report import compare_hosts
+
+    return compare_hosts([run_dir / a, run_dir / b])
+
+
+def test_compare_finds_the_expected_difference(first: tuple[Any, Path]) -> None:
+    """B's steps take twice A's: significantly slower at every level; C is A's twin."""
+    _, run_dir = first
+    out = run_dir / "compare"
+    r = subprocess.run(
+        [sys.executable, "-c", "from bench.cli import main; main()", "compare",
+         *(str(run_dir / h) for h in ("a", "b", "c")), "--out", str(out)],
+        capture_output=True, text=True, timeout=300, cwd=REPO,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr[-3000:]
+    md = (out / "COMPARE.md").read_text()
+    assert "| b |" in md and "slower" in md
+    ab = _compare(run_dir, "a", "b")
+    ac = _compare(run_dir, "a", "c")
+    assert ab.rows and not ab.missing and not ac.missing
+    figures = []
+    for row in ab.rows:
+        cell = row.cells[1]
+        assert cell.decode_vs_first is not None and cell.run is not None
+        assert cell.decode_vs_first.significance == "significant", (row.concurrency, cell)
+        ratio = cell.run.decode.mean / row.cells[0].run.decode.mean  # type: ignore[union-attr]
+        figures.append((row.concurrency, round(ratio, 2)))
+        assert ratio < 0.8, (row.concurrency, ratio)  # half the rate, give or take overheads
+    for row in ac.rows:
+        cmp = row.cells[1].decode_vs_first
+        assert cmp is not None and cmp.significance == "not_significant", (row.concurrency, cmp)
+    print(f"fleet: decode B/A per concurrency {figures}")
+
+
+def test_second_provisioning_run_changes_nothing(fleet: Fleet, first: tuple[Any, Path]) -> None:
+    started = time.monotonic()
+    r = fleet.run("second", f"--tags {PROVISION_TAGS}")
+    print(f"fleet: second provisioning run {time.monotonic() - started:.0f} s")
+    assert r.rc == 0, "\n".join(_failures(r))
+    assert set(r.stats["ok"]) == set(SCALES)
+    assert r.stats["changed"] == {}, f"changed on the second run: {_changed_tasks(r)}"
+
+
+def _emulator_pids(t: Target) -> list[str]:
+    # [b]: the pattern does not match this shell's own command line
+    script = (
+        "for p in /proc/[0-9]*; do tr '\\0' ' ' < $p/cmdline 2>/dev/null"
+        " | grep -q '[b]ench.emulator' && echo ${p#/proc/}; done"
+    )
+    return t.sh(script).stdout.split()
+
+
+def test_one_engine_killed_leaves_the_others_and_the_summary(
+    fleet: Fleet, first: tuple[Any, Path]
+) -> None:
+    victim = fleet.targets["b"]
+    stop = threading.Event()
+    killed: list[str] = []
+
+    def killer() -> None:
+        while not stop.is_set():
+            pids = _emulator_pids(victim)
+            if pids:
+                time.sleep(1.0)  # let it serve: killed mid-run, not at birth
+                for pid in pids:
+                    if victim.sh(f"kill -9 {pid}").returncode == 0:
+                        killed.append(pid)
+            time.sleep(0.3)
+
+    thread = threading.Thread(target=killer, daemon=True)
+    thread.start()
+    gone = {
+        "gone": {
+            "ansible_connection": "community.docker.docker",
+            "ansible_host": PREFIX + "no-such-container",
+            "ansible_python_interpreter": "/usr/bin/python3",
+        }
+    }
+    started = time.monotonic()
+    try:
+        r = fleet.run("kill", "--tags bench,report", extra_hosts=gone, benchmark_run_id="killed")
+        print(f"fleet: bench+report run with b's engine killed {time.monotonic() - started:.0f} s")
+    finally:
+        stop.set()
+        thread.join(timeout=30)
+    assert killed, "the engine on b was never seen running"
+    assert r.rc != 0
+    run_dir = fleet.reports / "killed"
+    for host in ("a", "c"):
+        assert sorted((run_dir / host / "artifacts" / "payloads").glob(f"{CONFIG}-c*.json"))
+        assert (run_dir / host / "REPORT.md").is_file()
+    rows = {h["host"]: h for h in json.loads((run_dir / "fleet.json").read_text())["hosts"]}
+    assert rows["a"]["status"] == rows["c"]["status"] == "ok"
+    assert rows["b"]["status"] == "failed"
+    assert rows["b"]["task"] == "Run the benchmark matrix.", rows["b"]
+    assert "configuration(s) failed" in rows["b"]["why"], rows["b"]
+    assert rows["gone"]["status"] == "failed" and "unreachable" in rows["gone"]["why"]
+    md = (run_dir / "FLEET.md").read_text()
+    print(md)
+    assert "2 of 4 host(s) ok." in md and "| b | failed |" in md
+    # the first run's folders are untouched
+    _, first_dir = first
+    assert sorted((first_dir / "b" / "artifacts" / "payloads").glob(f"{CONFIG}-c*.json"))
