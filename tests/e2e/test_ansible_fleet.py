@@ -40,13 +40,21 @@ PROVISION_TAGS = "provision,images,models"
 
 
 def _wheelhouse(dest: Path) -> Path:
-    """Every wheel the bundle's `pip install -e` needs (pinned by constraints.txt), built here."""
+    """Every wheel the bundle role installs (requirements/runtime.txt, the lock's hash-pinned
+    export) plus the build backend its `pip install -e` needs, downloaded here."""
+    pip = [sys.executable, "-m", "pip", "download", "-q", "--disable-pip-version-check",
+           "--only-binary=:all:", "-d", str(dest)]  # fmt: skip
     subprocess.run(
-        [sys.executable, "-m", "pip", "download", "-q", "--disable-pip-version-check",
-         "--only-binary=:all:", "-d", str(dest), "-c", str(REPO / "constraints.txt"),
-         str(REPO), "setuptools>=69", "wheel"],
-        check=True, capture_output=True, timeout=600,
-    )  # fmt: skip
+        [*pip, "--require-hashes", "-r", str(REPO / "requirements" / "runtime.txt")],
+        check=True,
+        capture_output=True,
+        timeout=600,
+    )
+    build = [
+        line for line in (REPO / "pyproject.toml").read_text().splitlines() if "setuptools" in line
+    ]
+    backend = build[0].split('"')[1] if build else "setuptools"
+    subprocess.run([*pip, backend, "wheel"], check=True, capture_output=True, timeout=600)
     for own in dest.glob("specbench-*"):
         own.unlink()
     return dest

@@ -53,6 +53,9 @@ def test_hosts_side_by_side_with_the_significance_rule(tmp_path: Path) -> None:
     text = render_comparison([a, b, c], tmp_path / "out").read_text()
     assert "| vllm-mtp | 1 | gpu2 | 92.80" in text and "not significant (Holm-adjusted p=1)" in text
     assert "| vllm-mtp | 1 | gpu3 | 102.00" in text and "9.91% faster (Holm-adjusted p=" in text
+    # the other way round, the change is relative to the first host: 92.8 / 102.0 - 1 = -9.02%
+    back = render_comparison([c, a], tmp_path / "back").read_text()
+    assert "| vllm-mtp | 1 | gpu1 | 92.80" in back and "9.02% slower (Holm-adjusted p=" in back
     assert (tmp_path / "out" / "fleet-decode.png").is_file()
 
 
