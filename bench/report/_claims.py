@@ -221,20 +221,7 @@ def compare(
         sig, p, basis, q = _test_adj(fa, fb, claim_key(metric, a, b), family)
         if delta == 0:
             sig = "not_significant"
-        return Comparison(
-            metric=metric,
-            a=a,
-            b=b,
-            a_mean=fa.mean,
-            b_mean=fb.mean,
-            delta=delta,
-            better=better,
-            pct=percent,
-            significance=sig,
-            p_value=p,
-            basis=basis,
-            p_adjusted=q,
-        )
+        return _comparison(metric, a, b, fa, fb, delta, better, percent, sig, p, basis, q)
     delta = _published(deltas, metric, a.key, b.key)
     if delta is not None and delta != 0:
         better = "a" if (delta > 0) == higher_better else "b"
@@ -247,6 +234,24 @@ def compare(
         basis = "published ordering; the other value is not known"
     else:
         basis = "not comparable: a value is unknown"
+    return _comparison(metric, a, b, fa, fb, delta, better, None, "unknown", None, basis, None)
+
+
+def _comparison(
+    metric: Metric,
+    a: RunView,
+    b: RunView,
+    fa: Figure,
+    fb: Figure,
+    delta: float | None,
+    better: Literal["a", "b"] | None,
+    percent: float | None,
+    sig: Significance,
+    p: float | None,
+    basis: str,
+    q: float | None,
+) -> Comparison:
+    """One Comparison from what either branch of ``compare`` found."""
     return Comparison(
         metric=metric,
         a=a,
@@ -255,10 +260,11 @@ def compare(
         b_mean=fb.mean,
         delta=delta,
         better=better,
-        pct=None,
-        significance="unknown",
-        p_value=None,
+        pct=percent,
+        significance=sig,
+        p_value=p,
         basis=basis,
+        p_adjusted=q,
     )
 
 
