@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bench.core import SIMULATED_BANNER, RunError, utc_now, write_text
-from bench.engines import ContainerSpec, get_engine
+from bench.engines import ContainerSpec, cpu_kernel_from_log, get_engine
 from bench.matrix._artifacts import Artifacts
 from bench.matrix._launch import (
     Launcher,
@@ -147,6 +147,9 @@ def run_configuration(ctx: RunContext, cfg: Configuration, outcome: Outcome) -> 
         progress.log(f"{cfg.name}: ready after {secs:.1f} s")
         load_log = server.log_text()
         version = engine.version_from_log(load_log) or image.version
+        cpu_kernel = cpu_kernel_from_log(load_log)
+        if cpu_kernel is not None:
+            progress.log(f"{cfg.name}: CPU kernel build {cpu_kernel.library} ({cpu_kernel.isa})")
         draft = exp.draft_for(cfg)
         tokenizer = None
         if not opts.emulated:
@@ -229,6 +232,7 @@ def run_configuration(ctx: RunContext, cfg: Configuration, outcome: Outcome) -> 
                 window_accept_lengths=accept_lengths(window, engine.accept_length_pattern)
                 if cfg.speculative
                 else [],
+                cpu_kernel=cpu_kernel,
             )
             outcome.payloads.append(arts.write_payload(cfg.name, k, payload))
             valid = payload.evidence.validity.valid

@@ -14,7 +14,12 @@ from typing import Any
 
 from bench.core import InputError, Summary, read_json_model, sha256_file
 from bench.engines import flag_value, get_engine, plan_entries
-from bench.report._machine import hardware_tables, provenance_tables, telemetry_view
+from bench.report._machine import (
+    cpu_kernel_table,
+    hardware_tables,
+    provenance_tables,
+    telemetry_view,
+)
 from bench.report._model import (
     CommandBlock,
     ConfigInfo,
@@ -322,7 +327,12 @@ def load_artifacts(artifacts_dir: Path) -> RunSet:
 
     drafts = {c.name: c.draft_model for c in configs}
     roof = build_roofline(d, exp, hw, tuple(runs), wl.prompt_tokens, wl.max_tokens, drafts)
-    tables = [*hardware_tables(hw), *(provenance_tables(prov) if prov else [])]
+    by_key = {r.key: p for r, p in zip(runs, payloads, strict=True)}
+    tables = [
+        *hardware_tables(hw),
+        *cpu_kernel_table(by_key),
+        *(provenance_tables(prov) if prov else []),
+    ]
     title = from_plan[3] if from_plan else f"Speculative decoding on {first.hfId}"
     return RunSet(
         source_kind="artifacts",

@@ -19,6 +19,7 @@ from bench.schema._hardware import GpuEntry, GpuExtended, Hardware, HardwareExte
 from bench.schema._payload import (
     PAYLOAD_SCHEMA,
     AcceptanceDelta,
+    CpuKernel,
     EngineFlags,
     Evidence,
     Figures,
@@ -82,6 +83,7 @@ __all__ = [
     "CheckpointBytes",
     "Configuration",
     "ConfigurationStatus",
+    "CpuKernel",
     "Deviation",
     "EngineFlags",
     "Evidence",
