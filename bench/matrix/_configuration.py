@@ -11,12 +11,14 @@ import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 from bench.core import SIMULATED_BANNER, RunError, utc_now, write_text
-from bench.engines import ContainerSpec, get_engine
+from bench.engines import ContainerSpec, Engine, flag_value, get_engine
 from bench.matrix._artifacts import Artifacts
 from bench.matrix._launch import (
     Launcher,
+    ProcessLauncher,
     Server,
     free_port,
     scrub,
@@ -33,9 +35,11 @@ from bench.measure import (
     scan_log,
 )
 from bench.schema import (
+    AdmissionCap,
     Configuration,
     Experiment,
     Hardware,
+    LaunchRecord,
     Payload,
 )
 
@@ -100,6 +104,38 @@ def _container_spec(
     return spec
 
 
+def launch_record(
+    engine: Engine,
+    cfg: Configuration,
+    exp: Experiment,
+    spec: ContainerSpec,
+    launcher: Literal["docker", "process"],
+    load_log: str,
+) -> LaunchRecord:
+    """What was started for ``cfg``, recorded into its payloads when it ran: the argv and
+    ``docker run`` line of the very ``ContainerSpec`` the launcher was given, and the admission
+    cap the engine logged at start (else the one its flag sets). A container's argv is its
+    entrypoint + command (the emulator image's entrypoint is implicit: see ``docker_run``)."""
+    admission = None
+    logged = engine.admission_from_log(load_log)
+    if logged is not None:
+        admission = AdmissionCap(cap=logged[0], source=f"engine log: {logged[1]}")
+    elif engine.admission_flag is not None:
+        value = flag_value(cfg.args, engine.admission_flag)
+        if value is not None and value.isdigit() and int(value) > 0:
+            admission = AdmissionCap(cap=int(value), source=f"flag {engine.admission_flag}")
+    return LaunchRecord(
+        launcher=launcher,
+        image=spec.image if launcher == "docker" else None,
+        server_argv=engine.server_argv(cfg, exp),
+        argv=[*spec.entrypoint, *spec.command]
+        if launcher == "docker"
+        else ProcessLauncher.argv(spec),
+        docker_run=spec.run_line() if launcher == "docker" else None,
+        admission=admission,
+    )
+
+
 @dataclass(frozen=True)
 class RunContext:
     """What every configuration of one matrix run shares."""
@@ -147,6 +183,7 @@ def run_configuration(ctx: RunContext, cfg: Configuration, outcome: Outcome) -> 
         progress.log(f"{cfg.name}: ready after {secs:.1f} s")
         load_log = server.log_text()
         version = engine.version_from_log(load_log) or image.version
+        launch = launch_record(engine, cfg, exp, spec, opts.launcher, load_log)
         draft = exp.draft_for(cfg)
         tokenizer = None
         if not opts.emulated:
@@ -229,6 +266,9 @@ def run_configuration(ctx: RunContext, cfg: Configuration, outcome: Outcome) -> 
                 window_accept_lengths=accept_lengths(window, engine.accept_length_pattern)
                 if cfg.speculative
                 else [],
+            )
+            payload = payload.model_copy(
+                update={"evidence": payload.evidence.model_copy(update={"launch": launch})}
             )
             outcome.payloads.append(arts.write_payload(cfg.name, k, payload))
             valid = payload.evidence.validity.valid

@@ -12,7 +12,7 @@ from typing import Any, Literal
 from pydantic import Field
 
 from bench.core import StrictModel
-from bench.schema import ServerLogEvidence
+from bench.schema import LaunchRecord, ServerLogEvidence
 
 SourceKind = Literal["artifacts", "reference"]
 
@@ -118,6 +118,9 @@ class RunView(StrictModel):
     )
     server_log: ServerLogEvidence | None = Field(
         default=None, description="what the server log showed (load checks, graphs, acceptance)"
+    )
+    launch: LaunchRecord | None = Field(
+        default=None, description="how the server was started, recorded when it ran"
     )
 
 

@@ -14,9 +14,9 @@ import pytest
 import yaml
 
 from bench.core import SIMULATED_BANNER, sha256_file
-from bench.engines import load_experiment
+from bench.engines import get_engine, load_experiment
 from bench.matrix import Artifacts, MatrixOptions, run_matrix
-from bench.schema import EXPERIMENTS_DIR, read_payload
+from bench.schema import EXPERIMENTS_DIR, AdmissionCap, read_payload
 
 DUMMY_TOKEN = "hf_dummyTOKENvalue0123456789"
 TIME_SCALE = "0.01"
@@ -61,6 +61,19 @@ def test_matrix_writes_valid_artifacts_and_flags_the_broken_draft(
     assert "7 distinct" in skipped.message
     for name in ("vllm-mtp", "sglang-mtp-stock"):
         assert arts.log(name).read_text().startswith(f"# {SIMULATED_BANNER}")
+    # What was started is recorded when it ran: the report shows it, never rebuilds it.
+    launch = good[0].evidence.launch
+    assert launch is not None and good[1].evidence.launch == launch
+    vllm_mtp = next(c for c in exp.configurations if c.name == "vllm-mtp")
+    assert launch.server_argv == get_engine("vllm").server_argv(vllm_mtp, exp)
+    assert (launch.launcher, launch.docker_run) == ("process", None)
+    assert launch.argv[:4] == ["python", "-m", "bench.emulator", "vllm"]
+    assert launch.admission == AdmissionCap(cap=4, source="flag --max-num-seqs")  # seed flag
+    sglang = bad.evidence.launch
+    assert sglang is not None and sglang.admission is not None
+    line = sglang.admission.source.removeprefix("engine log: ")
+    assert line != sglang.admission.source and line in arts.log("sglang-mtp-stock").read_text()
+    assert f"max_running_requests={sglang.admission.cap}," in line
     assert arts.check_sums() == []
     for f in out.rglob("*"):
         if f.is_file():
