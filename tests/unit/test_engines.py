@@ -80,3 +80,22 @@ def test_vllm_version_from_startup_line() -> None:
 
 def test_cli_engine_choices_are_the_engine_names() -> None:
     assert [e.value for e in EngineChoice] == list(ENGINE_NAMES)
+
+
+@pytest.mark.parametrize("algo", ["MTP", "mtp", "nextn", "EAGLE4"])
+def test_sglang_rejects_an_algorithm_the_pinned_release_does_not_know(algo: str) -> None:
+    """SGLang 0.5.19 stops at start on these (spec_info.py from_string: "Unknown speculative
+    algorithm name"; NEXTN is an alias only in capitals, speculative_hook.py:69)."""
+    cfg = EXP.configuration("sglang-mtp")
+    args = list(cfg.args)
+    args[args.index("--speculative-algorithm") + 1] = algo
+    problems = get_engine("sglang").check(cfg.model_copy(update={"args": args}), EXP)
+    assert any(f"--speculative-algorithm {algo!r} is not an algorithm" in p for p in problems)
+
+
+@pytest.mark.parametrize("algo", ["NEXTN", "EAGLE"])
+def test_sglang_accepts_the_mtp_spellings_of_the_pinned_release(algo: str) -> None:
+    cfg = EXP.configuration("sglang-mtp")
+    args = list(cfg.args)
+    args[args.index("--speculative-algorithm") + 1] = algo
+    assert get_engine("sglang").check(cfg.model_copy(update={"args": args}), EXP) == []
