@@ -57,6 +57,12 @@ def kernels() -> dict[str, object]:
     return {"library": mapped[0], "isa": KERNEL_BUILDS[mapped[0]], "cpuFlags": cpu_isa_flags()}
 
 
+def kernel_line(found: dict[str, object]) -> str:
+    """The log line specbench reads (bench/engines/_cpu_kernel.py)."""
+    flags = " ".join(str(f) for f in found["cpuFlags"])  # type: ignore[attr-defined]
+    return f"specbench-vllm-cpu: kernel build {found['library']} ({found['isa']}); cpu flags: {flags}"
+
+
 def main() -> None:
     argv = sys.argv[1:]
     if argv[:1] in (["--version"], ["-v"], ["version"]):
@@ -70,11 +76,7 @@ def main() -> None:
     if argv[:1] != ["serve"]:
         sys.stderr.write("vllm (specbench cpu shim): only 'serve', 'kernels' and '--version' exist\n")
         sys.exit(2)
-    found = kernels()
-    sys.stderr.write(
-        f"specbench-vllm-cpu: kernel build {found['library']} ({found['isa']}); "
-        f"cpu flags: {' '.join(found['cpuFlags'])}\n"
-    )
+    sys.stderr.write(kernel_line(kernels()) + "\n")
     sys.stderr.flush()
 
     import vllm.entrypoints.cli.serve as serve_cli
