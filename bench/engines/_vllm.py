@@ -28,7 +28,12 @@ class VLLM(Engine):
     metrics_path = "/metrics"
     # vllm/entrypoints/serve/instrumentator/basic.py:53-56: {"version": VLLM_VERSION}
     version_path = "/version"
-    version_regex = r"vLLM server version (\S+?),"
+    # vllm/entrypoints/common/startup.py:16-38: "vLLM server version %s, ..." only with
+    # VLLM_DISABLE_LOG_LOGO=1 (our CPU image); else an ASCII logo whose line reads "... █  version
+    # %s", with ANSI colours around the pieces when the formatter is "color" (:26-34)
+    version_regex = (
+        r"(?:vLLM server version |█(?:\x1b\[[\d;]*m)?  version (?:\x1b\[[\d;]*m)?)([^\s,\x1b]+)"
+    )
     ready_regex = r"Application startup complete"
     plumbing_flags = ("--host", "--port", "--served-model-name")
     admission_flag = "--max-num-seqs"

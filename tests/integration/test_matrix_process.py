@@ -165,4 +165,5 @@ def test_resume_measures_only_the_missing_level_and_keeps_both_logs(tmp_path: Pa
     assert read_payload(arts.payload("vllm-mtp", 2)).evidence.validity.valid
     log = arts.log("vllm-mtp").read_text()
     before, sep, after = log.partition("(--resume) ---")
-    assert sep and before.startswith(first_log.rstrip()) and "vLLM server version" in after
+    assert sep and before.startswith(first_log.rstrip())
+    assert get_engine("vllm").version_from_log(after) is not None  # the restarted server
