@@ -58,7 +58,8 @@ class VLLM(Engine):
     # after capture (v1/worker/gpu/model_runner.py:1164, v1/worker/gpu_model_runner.py:6517);
     # --enforce-eager logs "Cudagraph is disabled under eager mode" (config/vllm.py:2005), a
     # NONE cudagraph_mode "Skipping encoder and decoder CUDA graph capture"
-    # (v1/worker/gpu/model_runner.py:1095). Per-step use is logged only with
+    # (v1/worker/gpu/model_runner.py:1095) or, in the V1 runner, "Skipping CUDA graph capture"
+    # (v1/worker/gpu_model_runner.py:6420). Per-step use is logged only with
     # --cudagraph-metrics: every stats interval (v1/metrics/loggers.py:343) a table whose rows
     # are "| unpadded | padded | paddings | runtime mode | count |"
     # (compilation/cuda_graph.py:43-49, :104-110, logged at :123; the mode column is
@@ -84,6 +85,13 @@ class VLLM(Engine):
                 regex=r"Skipping encoder and decoder CUDA graph capture",
                 message="cudagraph_mode NONE: nothing captured",
                 source="vllm/v1/worker/gpu/model_runner.py:1095",
+                severity="info",
+            ),
+            LogPattern(
+                code="cuda_graph_disabled",
+                regex=r"Skipping CUDA graph capture. To turn on CUDA graph capture",
+                message="cudagraph_mode NONE: nothing captured (the V1 GPU model runner)",
+                source="vllm/v1/worker/gpu_model_runner.py:6420",
                 severity="info",
             ),
         ),

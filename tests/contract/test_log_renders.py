@@ -20,6 +20,8 @@ from string import Template
 from types import SimpleNamespace
 from typing import Any
 
+import pytest
+
 from bench.emulator import formats
 from bench.engines import LogPattern, get_engine
 
@@ -149,3 +151,110 @@ def test_emulator_prints_the_version_record_as_upstream_does(vllm_src: Path) -> 
         (formats.VLLM_VERSION_LOGO, mono),
     ):
         assert template % ("0.33.0", "/models/target") == want
+
+
+# -- item 2: CUDA-graph and acceptance patterns against upstream's text ----------------------
+
+VLLM_GRAPH_CAPTURE_V1 = "vllm/v1/worker/gpu_model_runner.py:6518"  # same text, the V1 runner
+ROW = ["4", "4", "0", "FULL", "12"]  # one metrics-table row (compilation/cuda_graph.py:104-110)
+VLLM_SAMPLES: dict[str, tuple[tuple[Any, ...], dict[str, Any], str | None]] = {
+    # code: (%-arguments, names, the group 1 the pattern must capture)
+    "cuda_graph_captured": ((9.0, 0.4), {}, "Graph capturing"),
+    "cuda_graph_disabled": ((), {}, None),
+    "cuda_graph_use": ((), {"formatted_row": ROW}, "FULL"),
+    "accept_length": ((2.5, 10.0, 20.0, 100, 200, "0.700, 0.500", 50.0), {}, "2.50"),
+}
+
+
+def vllm_patterns() -> list[LogPattern]:
+    adapter = get_engine("vllm")
+    g = adapter.graph_patterns
+    assert g is not None and adapter.accept_length_pattern is not None
+    return [g.captured, *g.disabled, g.use, adapter.accept_length_pattern]
+
+
+def cited_source(pattern: LogPattern) -> str:
+    m = re.fullmatch(r"(\S+\.py:\d+)(?: \(.*\))?", pattern.source)
+    assert m, pattern.source
+    return m.group(1)
+
+
+@pytest.mark.parametrize("pattern", vllm_patterns(), ids=lambda p: f"{p.code}@{p.source}")
+def test_vllm_pattern_matches_the_rendered_upstream_record(
+    pattern: LogPattern, vllm_src: Path
+) -> None:
+    args, names, group = VLLM_SAMPLES[pattern.code]
+    message = render(vllm_src, cited_source(pattern), names, args)
+    fileinfo = Path(cited_source(pattern)).name
+    for record in vllm_records(vllm_src, message, fileinfo):
+        found = matches(pattern, record)
+        assert found, record
+        if group is not None:
+            assert found[0].group(1) == group
+
+
+def test_vllm_v1_runner_capture_line_matches(vllm_src: Path) -> None:
+    g = get_engine("vllm").graph_patterns
+    assert g is not None
+    message = render(vllm_src, VLLM_GRAPH_CAPTURE_V1, {}, (9.0, 0.4))
+    for record in vllm_records(vllm_src, message, "gpu_model_runner.py:6518"):
+        assert matches(g.captured, record), record
+
+
+def test_vllm_v1_runner_eager_line_is_seen_as_graphs_off(vllm_src: Path) -> None:
+    """``Skipping CUDA graph capture. To turn on ...`` (the V1 runner with cudagraph_mode NONE)
+    is one of the graphs-off lines (today's gpu/ runner logs the other)."""
+    g = get_engine("vllm").graph_patterns
+    assert g is not None
+    message = render(vllm_src, "vllm/v1/worker/gpu_model_runner.py:6420", {})
+    for record in vllm_records(vllm_src, message, "gpu_model_runner.py:6420"):
+        assert any(matches(d, record) for d in g.disabled), record
+
+
+# SGLang's decode-batch line is one message built in steps (metrics_reporter.py:818, the
+# acceptance part at :859 with speculation, the graph part at :892-896).
+DECODE_START = "sglang/srt/managers/scheduler_components/metrics_reporter.py:818"
+SGLANG_NAMES: dict[str, Any] = {
+    # cuda_graph_setup.py:573-577
+    "capture_name": "target verify",
+    "graph_backend": {"cuda": "CUDA graph"},
+    "model_runner": SimpleNamespace(device="cuda"),
+    "capture_time": 12.3,
+    "memory_usage_gb": 0.5,
+    "after_mem": 3.2,
+    # metrics_reporter.py:818, :859, :892-896
+    "iter_msg": "",
+    "num_running_reqs": 1,
+    "token_usage_msg": "token usage: 0.01, ",
+    "spec_accept_length": 3.25,
+    "spec_accept_rate": 0.75,
+    "can_run_cuda_graph": True,
+    "self": SimpleNamespace(
+        _graph_backend_label="cuda graph",
+        last_gen_throughput=95.5,
+        scheduler=SimpleNamespace(waiting_queue=[]),
+    ),
+}
+
+
+def sglang_cases() -> list[tuple[LogPattern, list[str], str]]:
+    adapter = get_engine("sglang")
+    g = adapter.graph_patterns
+    assert g is not None and adapter.accept_length_pattern is not None
+    use, acc = cited_source(g.use), cited_source(adapter.accept_length_pattern)
+    return [
+        (g.captured, [cited_source(g.captured)], "target verify"),
+        (g.use, [DECODE_START, use], "True"),
+        (g.use, [DECODE_START, acc, use], "True"),
+        (adapter.accept_length_pattern, [DECODE_START, acc, use], "3.25"),
+    ]
+
+
+@pytest.mark.parametrize("case", sglang_cases(), ids=lambda c: f"{c[0].code}:{len(c[1])}")
+def test_sglang_pattern_matches_the_rendered_upstream_record(
+    case: tuple[LogPattern, list[str], str], sglang_src: Path
+) -> None:
+    pattern, sources, group = case
+    message = "".join(render(sglang_src, s, SGLANG_NAMES) for s in sources)
+    found = matches(pattern, sglang_record(sglang_src, message))
+    assert found and found[0].group(1) == group, message
