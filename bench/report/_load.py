@@ -417,6 +417,9 @@ def read_suite(path: Path) -> SuiteView | None:
         needs_gpu=rec.summary.needs_gpu,
         upstream_passed=rec.summary.upstream_passed,
         specbench_passed=rec.summary.specbench_passed,
+        scanned_test_files=rec.selection.scanned_test_files,
+        selected_files=len(rec.selection.selected),
+        sdist=rec.selection.sdist,
         passed_tests=tuple(t.id for t in rec.patched.tests if t.outcome == "passed"),
         reproduce=rec.reproduce,
     )

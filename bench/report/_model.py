@@ -218,8 +218,8 @@ class RooflineSection(StrictModel):
 
 
 class SuiteView(StrictModel):
-    """The SGLang upstream-suite record (tests/contract/test_sglang_upstream_suite.py), read
-    tolerantly: what passed on the patched release."""
+    """The SGLang suite record (tests/contract/test_sglang_upstream_suite.py), read
+    tolerantly: what ran and passed on the patched release, and what of it came upstream."""
 
     file: str
     upstream_version: str | None = None
@@ -229,6 +229,13 @@ class SuiteView(StrictModel):
     needs_gpu: int | None = None
     upstream_passed: int | None = None
     specbench_passed: int | None = None
+    scanned_test_files: int | None = Field(
+        default=None, description="test files of the published artifacts that were scanned"
+    )
+    selected_files: int | None = Field(
+        default=None, description="of those, files that exercise the patched path"
+    )
+    sdist: str | None = Field(default=None, description="the release's sdist, if one exists")
     passed_tests: tuple[str, ...] = ()
     reproduce: str | None = None
 
