@@ -55,7 +55,7 @@ demo: setup-runtime
 	$(BIN)/specbench demo
 
 test: setup lint
-	$(BIN)/pytest -m "unit or integration or e2e or contract or engine" tests
+	$(BIN)/pytest -m "(unit or integration or e2e or contract or engine) and not gpu" tests
 
 test-unit: setup
 	$(BIN)/pytest -m unit tests
@@ -64,7 +64,7 @@ test-integration: setup
 	$(BIN)/pytest -m integration tests
 
 test-e2e: setup
-	$(BIN)/pytest -m e2e tests
+	$(BIN)/pytest -m "e2e and not gpu" tests
 
 test-contract: setup
 	$(BIN)/pytest -m contract tests
