@@ -225,6 +225,10 @@ RECORDED_OLD = (
     "the server argv recorded in the payloads (evidence.run.command); these artifacts "
     "predate the launch record, so no docker run line was recorded and none is shown"
 )
+MEASURED = (
+    "the measurement commands recorded in the payloads (specbench run measured a server it "
+    "did not start, so no server command was recorded)"
+)
 
 
 def _first_by_config(runs: list[RunView]) -> dict[str, RunView]:
@@ -236,20 +240,26 @@ def _first_by_config(runs: list[RunView]) -> dict[str, RunView]:
     return out
 
 
-def recorded_commands(runs: list[RunView]) -> tuple[tuple[CommandBlock, ...], str]:
+def recorded_commands(
+    runs: list[RunView], *, matrix: bool = True
+) -> tuple[tuple[CommandBlock, ...], str]:
     """The reproduction commands the payloads recorded, one set per configuration in the order
-    of ``runs``, and a sentence on where they come from."""
+    of ``runs``, and a sentence on where they come from. Without a launch record a matrix
+    payload's ``evidence.run.command`` is the server argv; a ``specbench run`` payload's (no
+    lock: ``matrix`` False) is the measurement command."""
     first = _first_by_config(runs)
     blocks: list[CommandBlock] = []
-    old = False
+    launched = unlaunched = 0
     for name in dict.fromkeys(r.config for r in runs):
         r = first[name]
         launch = r.launch
         if launch is None:
             if r.command:
-                old = True
-                blocks.append(CommandBlock(title=f"{name}: server command", argv=r.command))
+                unlaunched += 1
+                what = "server command" if matrix else "measurement command"
+                blocks.append(CommandBlock(title=f"{name}: {what}", argv=r.command))
             continue
+        launched += 1
         blocks.append(CommandBlock(title=f"{name}: server command", argv=tuple(launch.server_argv)))
         if launch.argv != launch.server_argv:
             blocks.append(
@@ -260,9 +270,13 @@ def recorded_commands(runs: list[RunView]) -> tuple[tuple[CommandBlock, ...], st
             )
         if launch.docker_run is not None:
             blocks.append(CommandBlock(title=f"{name}: docker run", text=launch.docker_run))
-    source = RECORDED_OLD if old else RECORDED
-    if old and len(blocks) != len(first):
-        source = f"{RECORDED} (configurations without one: {RECORDED_OLD})"
+    old = RECORDED_OLD if matrix else MEASURED
+    if not unlaunched:
+        source = RECORDED
+    elif not launched:
+        source = old
+    else:
+        source = f"{RECORDED}; for the configurations without a launch record, {old}"
     return tuple(blocks), source
 
 
@@ -358,7 +372,7 @@ def load_artifacts(artifacts_dir: Path) -> RunSet:
         elif want != sha:
             verdict += "; SHA256 MISMATCH"
         files.append(FileEntry(path=rel, sha256=sha, listed_sha256=want, verdict=verdict))
-    commands, source = recorded_commands(runs)
+    commands, source = recorded_commands(runs, matrix=lock is not None)
     first = payloads[0]
     wl = first.evidence.workload
     workload = {

@@ -91,3 +91,13 @@ def test_simulated_run_shows_what_ran_in_the_servers_place(tmp_path: Path) -> No
     text = render_report(write_artifacts(tmp_path / "art", specs), tmp_path / "out").read_text()
     assert "vllm-dflash: started in its place (process)" in text
     assert "python -m bench.emulator vllm" in text
+
+
+def test_payloads_of_specbench_run_show_their_measurement_command(tmp_path: Path) -> None:
+    """No lock, no launch record: ``specbench run`` measured a server it did not start."""
+    art = write_artifacts(tmp_path / "art", _single(seed_matrix()), record_launch=False)
+    (art / "experiment.lock.json").unlink()
+    text = render_report(art, tmp_path / "out").read_text(encoding="utf-8")
+    section = text.split("## Reproduction commands")[1].split("## Artifacts")[0]
+    assert "vllm-dflash: measurement command" in section
+    assert "server command" not in section.replace("no server command was recorded", "")
