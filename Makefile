@@ -54,8 +54,13 @@ lock: | $(UV_BOOT)
 demo: setup-runtime
 	$(BIN)/specbench demo
 
+# Every tier in parallel workers (pytest-xdist): tests sharing a Docker resource stay in one
+# worker (tests/tiers.py); PYTEST_WORKERS=0 runs them in this process, one after another.
+PYTEST_WORKERS ?= 2
+PYTEST_PARALLEL := $(if $(filter 0,$(PYTEST_WORKERS)),-p no:xdist,-n $(PYTEST_WORKERS) --dist loadgroup)
+
 test: setup lint
-	$(BIN)/pytest -m "(unit or integration or e2e or contract or engine) and not gpu" tests
+	$(BIN)/pytest $(PYTEST_PARALLEL) --durations=30 -m "(unit or integration or e2e or contract or engine) and not gpu" tests
 
 test-unit: setup
 	$(BIN)/pytest -m unit tests

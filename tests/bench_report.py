@@ -1,10 +1,10 @@
 """Benchmark: time to render a full matrix's artifacts (7 configurations, 22 payloads) into
 REPORT.md + charts, in a fresh process as a user runs it. Target: < 2 s.
 
-cold: a fresh output folder, every chart drawn (by the chart child process, whose matplotlib
-import overlaps the parent's work); warm: the same artifacts rendered again into the same
-folder, so unchanged charts are not redrawn (bench.report._charts' content hash). The machine's
-load average is printed next to the figures: on 2 shared cores it moves them a lot.
+cold: a fresh output folder, every chart drawn (SVG, bench.report._svg); warm: the same
+artifacts rendered again into the same folder, so unchanged charts are not redrawn
+(bench.report._charts' content hash). The machine's load average is printed next to the
+figures: on 2 shared cores it moves them a lot.
 
     .venv/bin/python tests/bench_report.py
 """

@@ -8,18 +8,46 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from tiers import XDIST_GROUPS, tier_of
 
 TIERS = {"unit", "integration", "e2e", "contract", "infra", "engine"}
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
 
+# tryfirst: pytest-xdist reads the xdist_group marks in its own modifyitems hook
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Every test is marked by its folder (tests/unit -> unit, ...; tests/infra -> e2e)."""
+    """Every test is marked by its folder (tests/unit -> unit, ...; tests/infra -> e2e), and
+    the tiers that share Docker resources get their xdist group."""
     for item in items:
         parts = Path(str(item.fspath)).relative_to(REPO_ROOT / "tests").parts
         tier = parts[0] if parts else ""
         if tier in TIERS:
             item.add_marker(getattr(pytest.mark, "e2e" if tier == "infra" else tier))
+        if tier in XDIST_GROUPS:
+            item.add_marker(pytest.mark.xdist_group(XDIST_GROUPS[tier]))
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    """Where the time went, per tier: the sum of its tests' setup, call and teardown times (in
+    a parallel run the tiers overlap, so these add up to more than the wall time)."""
+    totals: dict[str, float] = {}
+    counts: dict[str, int] = {}
+    for reports in terminalreporter.stats.values():
+        for rep in reports:
+            nodeid, duration = getattr(rep, "nodeid", None), getattr(rep, "duration", None)
+            if not nodeid or duration is None or getattr(rep, "when", None) is None:
+                continue
+            tier = tier_of(nodeid) or "other"
+            totals[tier] = totals.get(tier, 0.0) + float(duration)
+            if rep.when == "call":
+                counts[tier] = counts.get(tier, 0) + 1
+    if totals:
+        terminalreporter.write_sep("-", "time per tier (sum of test durations)")
+        for tier in sorted(totals, key=lambda t: -totals[t]):
+            terminalreporter.write_line(
+                f"{tier:<12} {totals[tier]:8.1f} s  {counts.get(tier, 0):4d} tests"
+            )
 
 
 def in_ci() -> bool:

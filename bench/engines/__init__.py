@@ -18,11 +18,13 @@ from bench.engines._base import (
     LogPattern,
     flag_value,
 )
+from bench.engines._cpu_kernel import CPU_KERNEL_REGEX, cpu_kernel_from_log
 from bench.engines._experiment import load_experiment, parse_experiment
 from bench.engines._plan import PlanEntry, plan_entries
 from bench.engines._registry import engine_names, get_engine
 
 __all__ = [
+    "CPU_KERNEL_REGEX",
     "DEFAULT_MODEL_CACHE",
     "LABEL_MANAGED",
     "TOKEN_ENV",
@@ -31,6 +33,7 @@ __all__ = [
     "GraphPatterns",
     "LogPattern",
     "PlanEntry",
+    "cpu_kernel_from_log",
     "engine_names",
     "flag_value",
     "get_engine",

@@ -17,6 +17,7 @@ Cache layout (``$SPECBENCH_UPSTREAM_CACHE``, default ``<repo>/.cache/upstream``)
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
 import os
@@ -197,14 +198,20 @@ def _cached_source(pkg: PinnedPackage, dest: Path) -> UpstreamSource | None:
 
 
 def ensure_source(pkg: PinnedPackage, cache: Path | None = None) -> UpstreamSource:
-    """The extracted sources of ``pkg``: reused from the cache, else downloaded and extracted."""
+    """The extracted sources of ``pkg``: reused from the cache, else downloaded and extracted.
+
+    Under an exclusive file lock per package: the test suite runs in several processes
+    (pytest-xdist), and two of them must not download or extract into one folder at once."""
     root = cache or cache_dir()
     dest = root / "src" / pkg.key
-    cached = _cached_source(pkg, dest)
-    if cached is not None:
-        return cached
-    wheel = download_wheel(pkg, root / "wheels")
-    return extract_sources(wheel, pkg, dest)
+    root.mkdir(parents=True, exist_ok=True)
+    with (root / f".{pkg.key}.lock").open("a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        cached = _cached_source(pkg, dest)
+        if cached is not None:
+            return cached
+        wheel = download_wheel(pkg, root / "wheels")
+        return extract_sources(wheel, pkg, dest)
 
 
 def ensure_sources(

@@ -36,6 +36,7 @@ class HostDump(StrictModel):
     os: str
     kernel: str | None = None
     arch: str | None = None
+    cpuFlags: list[str] | None = None
 
 
 class GpuDump(StrictModel):
@@ -91,10 +92,29 @@ def _read(path: str) -> str:
         return ""
 
 
+#: The /proc/cpuinfo flags that decide which kernels a CPU engine can run (vLLM's CPU build
+#: picks AVX2, AVX-512 or AVX-512+BF16/AMX at run time: vllm/platforms/cpu.py:631 in 0.32.0).
+ISA_FLAGS: Final = (
+    "avx2", "fma", "f16c", "avx512f", "avx512bw", "avx512vl", "avx512_bf16", "avx512_vnni",
+    "avx512_fp16", "amx_tile", "amx_bf16", "amx_int8",
+)  # fmt: skip
+
+
+def cpu_isa_flags(cpuinfo: str) -> list[str] | None:
+    """The ISA flags of ``ISA_FLAGS`` that the first ``flags`` line of /proc/cpuinfo lists, in
+    that order; None when there is no such line (not Linux, or not x86)."""
+    for line in cpuinfo.splitlines():
+        if line.startswith("flags"):
+            have = set(line.split(":", 1)[1].split())
+            return [f for f in ISA_FLAGS if f in have]
+    return None
+
+
 def capture_host() -> HostDump:
-    """CPU model, core count, RAM and OS (Linux /proc first, platform as fallback)."""
+    """CPU model, core count, ISA flags, RAM and OS (Linux /proc first, platform as fallback)."""
     cpu = ""
-    for line in _read("/proc/cpuinfo").splitlines():
+    cpuinfo = _read("/proc/cpuinfo")
+    for line in cpuinfo.splitlines():
         if line.lower().startswith("model name"):
             cpu = line.split(":", 1)[1].strip()
             break
@@ -110,6 +130,7 @@ def capture_host() -> HostDump:
         os=pretty.group(1) if pretty else platform.platform(),
         kernel=platform.release() or None,
         arch=platform.machine() or None,
+        cpuFlags=cpu_isa_flags(cpuinfo),
     )
 
 

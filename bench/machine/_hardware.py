@@ -127,6 +127,7 @@ def build_hardware(dump: NvmlDump) -> Hardware:
             cpuCores=host.cpuCores,
             kernel=host.kernel,
             arch=host.arch,
+            cpuFlags=host.cpuFlags,
             notes=notes,
         ),
     )

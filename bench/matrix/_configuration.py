@@ -9,12 +9,12 @@ import shlex
 import signal
 import threading
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
 from bench.core import SIMULATED_BANNER, RunError, utc_now, write_text
-from bench.engines import ContainerSpec, Engine, flag_value, get_engine
+from bench.engines import ContainerSpec, Engine, cpu_kernel_from_log, flag_value, get_engine
 from bench.matrix._artifacts import Artifacts
 from bench.matrix._launch import (
     Launcher,
@@ -151,6 +151,31 @@ class RunContext:
     iterations: int
     progress: ProgressBar
     telemetry: TelemetryFactory
+    #: servers started before the loop (MatrixOptions.prestart), by configuration name
+    prestarted: dict[str, Server] = field(default_factory=dict)
+    #: the spec each prestarted server was started from (its launch record is that spec's)
+    prestarted_specs: dict[str, ContainerSpec] = field(default_factory=dict)
+
+
+def prestart_servers(ctx: RunContext, configs: list[Configuration]) -> None:
+    """Start the emulators of ``configs`` at once (MatrixOptions.prestart): each start-up (its
+    Python imports and the emulated load time) overlaps the others instead of adding up. An
+    idle emulator uses no CPU, so measuring one configuration at a time is unchanged. Each
+    logs to ``<log>.starting`` until its configuration runs; that log becomes its own."""
+    for cfg in configs:
+        spec = _container_spec(ctx.exp, cfg, ctx.opts, ctx.run_id)
+        starting = ctx.arts.log(cfg.name).with_suffix(".starting")
+        ctx.prestarted[cfg.name] = ctx.launcher.start(spec, starting)
+        ctx.prestarted_specs[cfg.name] = spec
+
+
+def stop_prestarted(ctx: RunContext) -> None:
+    """Stop the prestarted servers that never ran (an interrupted or failed matrix)."""
+    for name, server in list(ctx.prestarted.items()):
+        server.stop()
+        ctx.arts.log(name).with_suffix(".starting").unlink(missing_ok=True)
+    ctx.prestarted.clear()
+    ctx.prestarted_specs.clear()
 
 
 def run_configuration(ctx: RunContext, cfg: Configuration, outcome: Outcome) -> int:
@@ -169,8 +194,10 @@ def run_configuration(ctx: RunContext, cfg: Configuration, outcome: Outcome) -> 
     # kept, and this server's log follows it (a process launcher writes log_path live).
     earlier = log_path.read_text(encoding="utf-8", errors="replace") if log_path.is_file() else ""
     argv = engine.server_argv(cfg, exp)
-    progress.say(f"{cfg.name}: starting server")
-    server: Server = ctx.launcher.start(spec, log_path)
+    prestarted = ctx.prestarted.pop(cfg.name, None)
+    spec = ctx.prestarted_specs.pop(cfg.name, spec)  # a prestarted server ran its own spec
+    progress.say(f"{cfg.name}: {'waiting for its server' if prestarted else 'starting server'}")
+    server: Server = prestarted or ctx.launcher.start(spec, log_path)
     done = 0
     sampler = None
     try:
@@ -180,10 +207,14 @@ def run_configuration(ctx: RunContext, cfg: Configuration, outcome: Outcome) -> 
             timeout_s=opts.ready_timeout_s or exp.server.ready_timeout_s,
             what=cfg.name,
         )
-        progress.log(f"{cfg.name}: ready after {secs:.1f} s")
+        ready = "(started with the others)" if prestarted else f"after {secs:.1f} s"
+        progress.log(f"{cfg.name}: ready {ready}")
         load_log = server.log_text()
         version = engine.version_from_log(load_log) or image.version
         launch = launch_record(engine, cfg, exp, spec, opts.launcher, load_log)
+        cpu_kernel = cpu_kernel_from_log(load_log)
+        if cpu_kernel is not None:
+            progress.log(f"{cfg.name}: CPU kernel build {cpu_kernel.library} ({cpu_kernel.isa})")
         draft = exp.draft_for(cfg)
         tokenizer = None
         if not opts.emulated:
@@ -266,6 +297,7 @@ def run_configuration(ctx: RunContext, cfg: Configuration, outcome: Outcome) -> 
                 window_accept_lengths=accept_lengths(window, engine.accept_length_pattern)
                 if cfg.speculative
                 else [],
+                cpu_kernel=cpu_kernel,
             )
             payload = payload.model_copy(
                 update={"evidence": payload.evidence.model_copy(update={"launch": launch})}
@@ -292,4 +324,6 @@ def run_configuration(ctx: RunContext, cfg: Configuration, outcome: Outcome) -> 
         if earlier.strip():
             text = f"{earlier.rstrip()}\n# --- resumed at {utc_now()} (--resume) ---\n{text}"
         write_text(log_path, text)
+        if prestarted is not None:
+            log_path.with_suffix(".starting").unlink(missing_ok=True)
     return done

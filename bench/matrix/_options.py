@@ -38,6 +38,11 @@ class MatrixOptions(StrictModel):
     ready_timeout_s: float | None = Field(default=None, gt=0)
     run_id: str | None = None
     show_progress: bool = True
+    prestart: bool = Field(
+        default=False,
+        description="emulated local processes only: start every configuration's emulator at "
+        "once, so their start-ups overlap (the demo); measured one at a time as always",
+    )
 
     @property
     def emulated(self) -> bool:

@@ -33,7 +33,13 @@ from bench.machine import (
     open_sampler,
 )
 from bench.matrix._artifacts import Artifacts
-from bench.matrix._configuration import RunContext, run_configuration, sigterm_as_interrupt
+from bench.matrix._configuration import (
+    RunContext,
+    prestart_servers,
+    run_configuration,
+    sigterm_as_interrupt,
+    stop_prestarted,
+)
 from bench.matrix._launch import (
     DockerLauncher,
     Launcher,
@@ -192,6 +198,7 @@ def run_matrix(
     per_level = warmup + iterations
     total = sum(len(exp.levels_for(c)) * per_level for c in selected)
     outcomes: list[Outcome] = []
+    ctx: RunContext | None = None
     try:
         with (
             sigterm_as_interrupt(),
@@ -210,6 +217,22 @@ def run_matrix(
                 progress,
                 telemetry,
             )
+            if opts.prestart and opts.emulated and opts.launcher == "process":
+                prestart_servers(
+                    ctx,
+                    [
+                        c
+                        for c in selected
+                        if not (
+                            opts.resume
+                            and arts.finished(
+                                c.name,
+                                exp.levels_for(c),
+                                accept_invalid=c.expect_invalid is not None,
+                            )
+                        )
+                    ],
+                )
             for cfg in selected:
                 levels = exp.levels_for(cfg)
                 expected = cfg.expect_invalid is not None
@@ -240,6 +263,8 @@ def run_matrix(
                     if outcome.status == "failed" and left > 0:
                         progress.advance(left)
     finally:
+        if ctx is not None:
+            stop_prestarted(ctx)
         arts.write_model(arts.status, _status(run_id, outcomes, opts.emulated))
         arts.write_sums()
     return MatrixResult(opts.out, run_id, outcomes)

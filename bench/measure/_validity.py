@@ -19,6 +19,7 @@ from bench.core import SpecMethod
 from bench.engines import GraphPatterns, LogPattern
 from bench.schema import (
     AcceptanceDelta,
+    CpuKernel,
     GraphEvidence,
     IterationRecord,
     Payload,
@@ -305,6 +306,7 @@ def judge(
     graphs: GraphCheck | None = None,
     load_checks: tuple[str, ...] = (),
     window_accept_lengths: list[float] | None = None,
+    cpu_kernel: CpuKernel | None = None,
 ) -> Payload:
     """The payload with its validity block extended by the matrix's rules (codes not repeated),
     and, given a graph check or load checks, the server-log evidence block."""
@@ -320,12 +322,13 @@ def judge(
     reasons = [*payload.evidence.validity.reasons, *extra]
     validity = Validity.from_reasons(reasons)
     server_log = payload.evidence.server_log
-    if graphs is not None or load_checks:
+    if graphs is not None or load_checks or cpu_kernel is not None:
         server_log = ServerLogEvidence(
             load_checks=list(load_checks),
             load_failures=sum(1 for f in findings if f.severity == "invalid"),
             graphs=graphs.evidence if graphs is not None else None,
             accept_lengths=window_accept_lengths or [],
+            cpu_kernel=cpu_kernel,
         )
     evidence = payload.evidence.model_copy(
         update={

@@ -1,9 +1,7 @@
 """Artifacts -> typed report context -> Jinja2 -> REPORT.md and charts; the publish bundle.
 Reads artifacts only: never imports bench.measure or bench.matrix.
 
-The public names load on first use (PEP 562): the chart child process runs
-``python -m bench.report._draw``, and importing that submodule must not pull in the rest of the
-package (its point is to import matplotlib while the parent reads the artifacts).
+The public names load on first use (PEP 562): a command imports only the modules it uses.
 """
 
 from __future__ import annotations

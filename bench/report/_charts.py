@@ -1,24 +1,17 @@
-"""Charts for the report (matplotlib, Agg backend): decode tok/s with 95% CI error bars, TTFT,
-concurrency scaling and acceptance. Each chart is a PNG next to REPORT.md; a chart whose data
-is entirely unknown is not drawn. Every title carries SIMULATED when the data came from the
-emulator.
+"""Charts for the report: decode tok/s with 95% CI error bars, TTFT, concurrency scaling and
+acceptance. Each chart is an SVG next to REPORT.md (bench.report._svg draws it; no plotting
+library); a chart whose data is entirely unknown is not drawn. Every title carries SIMULATED
+when the data came from the emulator.
 
-Speed (issue 7: a full matrix renders in < 2 s): importing matplotlib costs more than the rest
-of the report together, so each chart is first described as data (``ChartSpec``, no
-matplotlib), then
-- a chart whose spec and PNG are unchanged since the last render (``.charts.json`` holds the
-  spec hash and the PNG's SHA256) is not redrawn, and
-- the others are drawn by a child process (``python -m bench.report._draw``) that the report
-  starts first thing, so its matplotlib import overlaps the loading of the artifacts;
-  in-process drawing is the fallback when the child fails.
+Each chart is first described as data (``ChartSpec``); a chart whose spec and file are unchanged
+since the last render (``.charts.json`` holds the spec hash and the file's SHA256) is not
+rewritten, so a re-render leaves unchanged charts (and their times) alone.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import subprocess
-import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Final, Literal
@@ -27,13 +20,14 @@ from pydantic import Field
 
 from bench.core import StrictModel, sha256_file, write_text
 from bench.report._claims import ConcurrencySweep
-from bench.report._draw import draw_all
 from bench.report._model import Figure, RunView
+from bench.report._svg import draw_all
 from bench.report._text import engine_label, method_label
 
-STYLE: Final = "charts/2"  # bump when the drawing code changes: cached PNGs are redrawn
+STYLE: Final = "charts/3-svg"  # bump when the drawing code changes: cached charts are redrawn
 MANIFEST: Final = ".charts.json"
-CHILD_TIMEOUT_S: Final = 60.0
+#: chart files an earlier specbench drew (PNG, matplotlib), removed when a report is re-rendered
+OLD_FILES: Final = ("decode.png", "ttft.png", "concurrency.png", "acceptance.png")
 
 
 class Chart(StrictModel):
@@ -96,7 +90,7 @@ def _bar_spec(
         return None
     return ChartSpec(
         role=role,
-        file=f"{role}.png",
+        file=f"{role}.svg",
         alt=alt,
         title=title,
         kind="bars",
@@ -145,7 +139,7 @@ def chart_specs(
         specs.append(
             ChartSpec(
                 role="concurrency",
-                file="concurrency.png",
+                file="concurrency.svg",
                 alt="Concurrency chart",
                 title=_title("Aggregate output throughput vs concurrency", simulated),
                 kind="lines",
@@ -162,7 +156,7 @@ def chart_specs(
         specs.append(
             ChartSpec(
                 role="acceptance",
-                file="acceptance.png",
+                file="acceptance.svg",
                 alt="Acceptance chart",
                 title=_title(
                     "Acceptance rate (accepted / draft tokens, one definition)", simulated
@@ -178,54 +172,12 @@ def chart_specs(
     return [s for s in specs if s is not None]
 
 
-# -- drawing (matplotlib) ---------------------------------------------------------------------
+# -- drawing ----------------------------------------------------------------------------------
 
 
 def draw(specs: Sequence[ChartSpec], out_dir: Path) -> None:
-    """Draw ``specs`` as PNGs into ``out_dir`` in this process (imports matplotlib)."""
-
+    """Draw ``specs`` as SVG files into ``out_dir``."""
     draw_all([s.model_dump(mode="json") for s in specs], out_dir)
-
-
-class ChartWorker:
-    """A child process that imports matplotlib at once and then draws what it is sent."""
-
-    def __init__(self) -> None:
-        self._proc: subprocess.Popen[bytes] | None
-        try:
-            self._proc = subprocess.Popen(
-                [sys.executable, "-m", "bench.report._draw"],
-                stdin=subprocess.PIPE,
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.PIPE,
-            )
-        except OSError:
-            self._proc = None
-
-    def draw(self, specs: Sequence[ChartSpec], out_dir: Path) -> bool:
-        """True when the child drew every chart."""
-        proc, self._proc = self._proc, None
-        if proc is None or proc.stdin is None:
-            return False
-        job = {"out_dir": str(out_dir), "specs": [s.model_dump(mode="json") for s in specs]}
-        try:
-            _, _err = proc.communicate(json.dumps(job).encode(), timeout=CHILD_TIMEOUT_S)
-        except (OSError, subprocess.TimeoutExpired):
-            proc.kill()
-            proc.wait()
-            return False
-        return proc.returncode == 0 and all((out_dir / s.file).is_file() for s in specs)
-
-    def close(self) -> None:
-        """Stop a child that got no work (every chart was current)."""
-        proc, self._proc = self._proc, None
-        if proc is not None:
-            proc.kill()
-            proc.wait()
-            if proc.stderr is not None:
-                proc.stderr.close()
-            if proc.stdin is not None:
-                proc.stdin.close()
 
 
 def _manifest(out_dir: Path) -> dict[str, Any]:
@@ -238,12 +190,12 @@ def _manifest(out_dir: Path) -> dict[str, Any]:
 
 def _current(spec: ChartSpec, out_dir: Path, manifest: dict[str, Any]) -> bool:
     entry = manifest.get(spec.file)
-    png = out_dir / spec.file
+    drawn = out_dir / spec.file
     return (
         isinstance(entry, dict)
         and entry.get("spec") == spec.digest()
-        and png.is_file()
-        and entry.get("png") == sha256_file(png)
+        and drawn.is_file()
+        and entry.get("sha256") == sha256_file(drawn)
     )
 
 
@@ -252,7 +204,6 @@ def render_charts(
     single: Sequence[RunView],
     sweeps: Sequence[ConcurrencySweep],
     simulated: bool,
-    worker: ChartWorker | None = None,
 ) -> dict[str, Chart]:
     """Draw every chart the data supports (skipping current ones); returns them by role.
     Charts of an earlier render that the data no longer supports are removed."""
@@ -260,14 +211,11 @@ def render_charts(
     manifest = _manifest(out_dir)
     todo = [s for s in specs if not _current(s, out_dir, manifest)]
     if todo:
-        if worker is None or not worker.draw(todo, out_dir):
-            draw(todo, out_dir)
-    elif worker is not None:
-        worker.close()
+        draw(todo, out_dir)
     keep = {s.file for s in specs}
-    for old in [*manifest, "decode.png", "ttft.png", "concurrency.png", "acceptance.png"]:
-        if old not in keep and old.endswith(".png"):
+    for old in [*manifest, *OLD_FILES]:
+        if old not in keep and old.endswith((".png", ".svg")):
             (out_dir / old).unlink(missing_ok=True)
-    new = {s.file: {"spec": s.digest(), "png": sha256_file(out_dir / s.file)} for s in specs}
+    new = {s.file: {"spec": s.digest(), "sha256": sha256_file(out_dir / s.file)} for s in specs}
     write_text(out_dir / MANIFEST, json.dumps(new, indent=1, sort_keys=True) + "\n")
     return {s.role: s.chart for s in specs}

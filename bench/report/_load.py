@@ -17,7 +17,12 @@ from pathlib import Path
 from typing import Any
 
 from bench.core import InputError, Summary, read_json_model, sha256_file
-from bench.report._machine import hardware_tables, provenance_tables, telemetry_view
+from bench.report._machine import (
+    cpu_kernel_table,
+    hardware_tables,
+    provenance_tables,
+    telemetry_view,
+)
 from bench.report._model import (
     CommandBlock,
     ConfigInfo,
@@ -386,7 +391,12 @@ def load_artifacts(artifacts_dir: Path) -> RunSet:
 
     drafts = {c.name: c.draft_model for c in configs}
     roof = build_roofline(d, exp, hw, tuple(runs), wl.prompt_tokens, wl.max_tokens, drafts)
-    tables = [*hardware_tables(hw), *(provenance_tables(prov) if prov else [])]
+    by_key = {r.key: p for r, p in zip(runs, payloads, strict=True)}
+    tables = [
+        *hardware_tables(hw),
+        *cpu_kernel_table(by_key),
+        *(provenance_tables(prov) if prov else []),
+    ]
     title = (exp.title or exp.name) if exp is not None else f"Speculative decoding on {first.hfId}"
     return RunSet(
         source_kind="artifacts",

@@ -35,6 +35,8 @@ def hardware_tables(hw: Hardware) -> list[Table]:
         ("OS", hw.os),
         ("Captured from", _s(ext.source if ext else None)),
     ]
+    if ext and ext.cpuFlags is not None:
+        rows.append(("CPU ISA flags", " ".join(ext.cpuFlags) or "none of the listed"))
     if ext and ext.topology:
         rows.append(("Topology", ext.topology))
     out = [Table(title="Machine", header=("Fact", "Value"), rows=tuple(rows))]
@@ -75,6 +77,24 @@ def hardware_tables(hw: Hardware) -> list[Table]:
     elif ext is not None:
         out.append(Table(title="GPU pairs (P2P)", header=("Pair", "P2P"), rows=(("all", UNKNOWN),)))
     return out
+
+
+def cpu_kernel_table(payloads: dict[str, Payload]) -> list[Table]:
+    """Which kernel build each CPU server ran, as its log said (none on GPU runs)."""
+    rows = []
+    for key, p in payloads.items():
+        k = p.evidence.server_log.cpu_kernel if p.evidence.server_log else None
+        if k is not None:
+            rows.append((key, k.library, k.isa, " ".join(k.cpu_flags)))
+    if not rows:
+        return []
+    return [
+        Table(
+            title="CPU kernel build (as each server logged it)",
+            header=("Run", "Library", "Built for", "CPU flags seen by the server"),
+            rows=tuple(rows),
+        )
+    ]
 
 
 def provenance_tables(prov: dict[str, Any]) -> list[Table]:

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.core import TOY_MODEL_BANNER, InputError, ensure_dir, write_text
-from bench.report._charts import Chart, ChartSpec, ChartWorker, draw, render_charts
+from bench.report._charts import Chart, ChartSpec, draw, render_charts
 from bench.report._claims import single_request, speculative, sweeps
 from bench.report._compare import compare_hosts
 from bench.report._context import build_context
@@ -125,23 +125,18 @@ def render_report(
 ) -> Path:
     """Render REPORT.md and its charts into ``out_dir`` (default: ``artifacts_dir/report``)."""
 
-    # Started first: its matplotlib import overlaps the loading below (see bench.report._charts).
-    worker = ChartWorker()
-    try:
-        artifacts_dir = Path(artifacts_dir)
-        rs = load_runset(artifacts_dir)
-        reference = load_runset(reference_dir) if reference_dir is not None else None
-        if reference is not None and reference.source_kind != "reference":
-            raise InputError(str(reference_dir), "not a reference set (no seed-published.json)")
-        out = Path(out_dir) if out_dir is not None else artifacts_dir / "report"
-        ensure_dir(out, "--out")
-        single = speculative(single_request(rs.runs))
-        charts = render_charts(out, single, sweeps(rs), rs.simulated, worker)
-        path = out / "REPORT.md"
-        write_text(path, render_markdown(rs, charts, reference))
-        return path
-    finally:
-        worker.close()
+    artifacts_dir = Path(artifacts_dir)
+    rs = load_runset(artifacts_dir)
+    reference = load_runset(reference_dir) if reference_dir is not None else None
+    if reference is not None and reference.source_kind != "reference":
+        raise InputError(str(reference_dir), "not a reference set (no seed-published.json)")
+    out = Path(out_dir) if out_dir is not None else artifacts_dir / "report"
+    ensure_dir(out, "--out")
+    single = speculative(single_request(rs.runs))
+    charts = render_charts(out, single, sweeps(rs), rs.simulated)
+    path = out / "REPORT.md"
+    write_text(path, render_markdown(rs, charts, reference))
+    return path
 
 
 def render_comparison(run_dirs: Sequence[Path], out_dir: Path) -> Path:
@@ -159,7 +154,7 @@ def render_comparison(run_dirs: Sequence[Path], out_dir: Path) -> Path:
         title = "Decode throughput per host (mean, 95% CI)"
         spec = ChartSpec(
             role="fleet_decode",
-            file="fleet-decode.png",
+            file="fleet-decode.svg",
             alt="Decode throughput per host chart",
             title=f"SIMULATED: {title}" if cmp.simulated else title,
             kind="bars",

@@ -68,6 +68,11 @@ class HardwareExtended(StrictModel):
     cpuCores: int | None = None
     kernel: str | None = None
     arch: str | None = None
+    cpuFlags: list[str] | None = Field(
+        default=None,
+        description="the CPU's ISA flags that decide a CPU engine's kernels (avx2, avx512f, "
+        "avx512_bf16, amx_*), read from /proc/cpuinfo at capture",
+    )
     notes: list[str] = Field(default_factory=list)
 
 

@@ -251,6 +251,20 @@ class GraphEvidence(StrictModel):
         return bool(self.captured) and self.used > 0
 
 
+class CpuKernel(StrictModel):
+    """Which kernel build a CPU engine ran, as its server logged it at start (the engine tier's
+    vLLM CPU image: ``specbench-vllm-cpu: kernel build _C_AVX2 (AVX2); cpu flags: ...``,
+    printed by docker/vllm-cpu/vllm-serve-shim.py after vLLM's own dispatch loaded it)."""
+
+    library: str = Field(
+        description="the kernel library mapped into the server (_C, _C_AVX512, _C_AVX2)"
+    )
+    isa: str = Field(description="the instruction set that library was built for")
+    cpu_flags: list[str] = Field(
+        default_factory=list, description="the CPU's ISA flags as the server read them"
+    )
+
+
 class ServerLogEvidence(StrictModel):
     """Positive evidence from the server log, kept for every payload (not only bad news)."""
 
@@ -263,6 +277,9 @@ class ServerLogEvidence(StrictModel):
         default_factory=list,
         description="the engine's own acceptance length per log window inside the measured "
         "windows (SGLang decode lines, vLLM SpecDecoding lines)",
+    )
+    cpu_kernel: CpuKernel | None = Field(
+        default=None, description="the kernel build a CPU engine ran (None on GPUs)"
     )
 
 

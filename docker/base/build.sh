@@ -5,6 +5,10 @@
 set -euo pipefail
 
 tag="${BASE_IMAGE_TAG:-specbench/base:bookworm}"
+# One build at a time per machine: CI builds in the background while tests that need the image
+# call this script too; they wait here, then find the image present.
+exec 9>"/tmp/specbench-base-image.lock"
+flock 9
 if [[ "${FORCE:-0}" != "1" ]] && docker image inspect "$tag" >/dev/null 2>&1; then
   echo "base image $tag already present"
   exit 0

@@ -72,6 +72,11 @@ PY
   say "lock written: $(grep -c -- '--hash' "$lock") wheels ($((SECONDS - start)) s)"
 fi
 
+# One build at a time per machine (CI builds in the background while the engine tier may ask
+# too): a second caller waits here, then finds the image current.
+exec 9>"/tmp/specbench-vllm-cpu-image.lock"
+flock 9
+
 lock_sha=$(cat "$here/requirements.txt" "$lock" "$here/debs.txt" "$here/Dockerfile" "$here/vllm-serve-shim.py" | sha256sum | cut -c1-64)
 if [[ "${FORCE:-0}" != "1" ]] && docker image inspect "$tag" >/dev/null 2>&1; then
   have=$(docker image inspect --format '{{ index .Config.Labels "specbench.inputs.sha256" }}' "$tag")

@@ -120,7 +120,7 @@ def test_report_is_fetched_to_the_controller(site: Site) -> None:
         assert cfg in report
         assert (run_dir / "artifacts" / "logs" / f"{cfg}.log").is_file()
         assert sorted((run_dir / "artifacts" / "payloads").glob(f"{cfg}-c*.json"))
-    assert sorted(run_dir.glob("*.png")), "charts missing"
+    assert sorted(run_dir.glob("*.svg")), "charts missing"
     status = json.loads((run_dir / "artifacts" / "status.json").read_text())
     assert status, "empty status.json"
     # the fetched copy is the host's run, byte for byte

@@ -232,14 +232,14 @@ def hardware_file(folder: Path) -> Path:
     return path
 
 
-def specbench_run(server: Server, models: Path, work: Path) -> dict[str, Any]:
+def specbench_run(base_url: str, config: str, models: Path, work: Path) -> dict[str, Any]:
     """``specbench run vllm --mode remote`` against the server (the README's command with
     small numbers and the tiny model's tokenizer); the payload, plus ``_exit_code``."""
-    out = work / f"{server.config}.json"
-    method = "none" if server.config == "baseline" else "mtp"  # a label; counters are vLLM's
+    out = work / f"{config}.json"
+    method = "none" if config == "baseline" else "mtp"  # a label; counters are vLLM's
     argv = [
         sys.executable, "-m", "bench", "run", "vllm", "--mode", "remote",
-        "--base-url", server.base_url, "--hf-id", "specbench/tiny-qwen3",
+        "--base-url", base_url, "--hf-id", "specbench/tiny-qwen3",
         "--served-model", SERVED, "--quantization", "BF16",
         "--hardware", str(hardware_file(work)), "--spec-method", method,
         "--prompt-tokens", str(P), "--max-tokens", str(M), "--tokenizer", str(models / "target"),
@@ -326,7 +326,7 @@ def run_config(
         start = time.monotonic()
         greedy = [chat_stream(server.base_url, p, GREEDY_TOKENS) for p in GREEDY_PROMPTS]
         greedy_s = time.monotonic() - start
-        payload = specbench_run(server, models, work)
+        payload = specbench_run(server.base_url, config, models, work)
         text, values = metrics(server.base_url)
         run = ConfigRun(
             config=config,

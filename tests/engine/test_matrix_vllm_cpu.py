@@ -11,7 +11,13 @@
 - the engine version and backend come from the server and the hardware;
 - the client's TTFT against the engine's own TTFT histogram over the same windows;
 - killing the engine container mid-sweep (the baseline, after its first level): the failure is
-  recorded with its log, earlier artifacts stay intact, and --resume finishes the rest.
+  recorded with its log, earlier artifacts stay intact, and --resume finishes the rest;
+- the kernel build each server ran (vLLM's own run-time dispatch, logged by the image) is the
+  one the image's ``vllm kernels`` reports on this machine, and the report shows it.
+
+One server start per configuration, plus the killed baseline's restart: the resumed baseline
+also serves the seed's ``specbench run`` command line and the greedy streams that
+test_vllm_cpu.py checks, before it is stopped (no server of its own).
 """
 
 from __future__ import annotations
@@ -19,22 +25,15 @@ from __future__ import annotations
 import itertools
 import json
 import math
-import threading
-import time
-from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
 import pytest
+from tiny_run import TinyRun
 
 from bench.core import sha256_file
-from bench.engines import ContainerSpec, load_experiment
-from bench.matrix import DockerLauncher, MatrixOptions, MatrixResult, run_matrix
-from bench.matrix._launch import DockerServer
-from bench.report import load_artifacts, lossless, render_report
+from bench.report import load_artifacts, lossless
 from bench.schema import Payload, read_payload
-from bench.tinymodel import TinyModels
 
-EXPERIMENT = "bench/experiments/tiny-vllm-cpu.yaml"
 P = 128
 # vLLM's own counter names (vllm/v1/metrics/loggers.py, the spec_decode counters), typed here
 # so the recomputation below shares nothing with bench.measure
@@ -42,65 +41,6 @@ DRAFTS = "vllm:spec_decode_num_drafts_total"
 DRAFT_TOKENS = "vllm:spec_decode_num_draft_tokens_total"
 ACCEPTED = "vllm:spec_decode_num_accepted_tokens_total"
 PER_POS = "vllm:spec_decode_num_accepted_tokens_per_pos_total"
-
-
-def run_tiny(
-    out: Path, models: Path, only: list[str], launcher: DockerLauncher | None = None, **kw: Any
-) -> MatrixResult:
-    opts = MatrixOptions(
-        out=out, only=only, launcher="docker", model_cache=str(models), allow_unpinned=True,
-        show_progress=False, **kw,
-    )  # fmt: skip
-    return run_matrix(load_experiment(EXPERIMENT), opts, launcher=launcher)
-
-
-class KillAfterFirstLevel(DockerLauncher):
-    """Kills the baseline's container once its first level's payload is on disk (the engine
-    'crashes' mid-sweep); every other configuration runs untouched."""
-
-    def __init__(self, payload: Path) -> None:
-        super().__init__()
-        self.payload = payload
-
-    def start(self, spec: ContainerSpec, log_path: Path) -> DockerServer:
-        server = super().start(spec, log_path)
-        if spec.name is not None and spec.name.endswith("-baseline"):
-
-            def kill() -> None:
-                deadline = time.monotonic() + 900
-                while not self.payload.exists() and time.monotonic() < deadline:
-                    time.sleep(0.2)
-                server.container.kill()
-
-            threading.Thread(target=kill, daemon=True).start()
-        return server
-
-
-class TinyRun(NamedTuple):
-    out: Path
-    first: MatrixResult  # the run whose baseline container was killed after c1
-    first_c1_sha256: str
-    resumed: MatrixResult
-
-
-@pytest.fixture(scope="session")
-def tiny_run(
-    vllm_cpu_image: str, tiny_models: TinyModels, tmp_path_factory: pytest.TempPathFactory
-) -> TinyRun:
-    """The whole experiment, its baseline killed after c1, then --resume: the oracles below read
-    the resumed artifacts (baseline c1 from the first run, c2 and c4 from the second; the prompt
-    seed makes them the same prompts either way)."""
-    out = tmp_path_factory.mktemp("tiny-matrix") / "run"
-    models = tiny_models.target.path.parent
-    c1 = out / "payloads" / "baseline-c1.json"
-    started = time.monotonic()
-    first = run_tiny(out, models, [], launcher=KillAfterFirstLevel(c1))
-    sha = sha256_file(c1) if c1.exists() else ""
-    resumed = run_tiny(out, models, [], resume=True)
-    took = time.monotonic() - started
-    print(f"\ntiny matrix with a killed baseline and a resume: {took:.0f} s")
-    render_report(out, out / "report")
-    return TinyRun(out, first, sha, resumed)
 
 
 def payloads(run: TinyRun, config: str) -> list[Payload]:
@@ -262,3 +202,25 @@ def test_killed_engine_is_recorded_and_resume_finishes(tiny_run: TinyRun) -> Non
     assert sha256_file(c1) == tiny_run.first_c1_sha256  # finished payloads are never rewritten
     status = json.loads((tiny_run.out / "status.json").read_text())["configurations"]
     assert all(s["status"] in ("done", "skipped") for s in status.values()), status
+
+
+def test_each_server_ran_the_kernel_build_this_machine_dispatches_to(tiny_run: TinyRun) -> None:
+    """The kernel build is read on the machine, never assumed: every payload's server logged
+    the build that vLLM's own dispatch loaded, and it is the one `vllm kernels` reports in a
+    fresh container here (AVX2-only CPUs get _C_AVX2: never the AVX-512 build)."""
+    want = tiny_run.image_kernels
+    assert want["library"] in ("_C", "_C_AVX512", "_C_AVX2"), want
+    if "avx512f" not in want["cpuFlags"]:
+        assert want["library"] == "_C_AVX2", want
+    for f in sorted((tiny_run.out / "payloads").glob("*.json")):
+        log = read_payload(f).evidence.server_log
+        assert log is not None and log.cpu_kernel is not None, f.name
+        assert (log.cpu_kernel.library, log.cpu_kernel.cpu_flags) == (
+            want["library"],
+            want["cpuFlags"],
+        ), f.name
+    hw = json.loads((tiny_run.out / "hardware.json").read_text())
+    assert hw["extended"]["cpuFlags"] == want["cpuFlags"]  # the host's /proc/cpuinfo, same CPU
+    text = (tiny_run.out / "report" / "REPORT.md").read_text()
+    assert "CPU kernel build (as each server logged it)" in text
+    assert f"| {want['library']} | {want['isa']} |" in text

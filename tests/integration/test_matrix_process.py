@@ -14,8 +14,9 @@ import pytest
 import yaml
 
 from bench.core import SIMULATED_BANNER, sha256_file
-from bench.engines import get_engine, load_experiment
+from bench.engines import ContainerSpec, get_engine, load_experiment
 from bench.matrix import Artifacts, MatrixOptions, run_matrix
+from bench.matrix._launch import ProcessLauncher, Server
 from bench.schema import EXPERIMENTS_DIR, AdmissionCap, read_payload
 
 DUMMY_TOKEN = "hf_dummyTOKENvalue0123456789"
@@ -167,3 +168,53 @@ def test_resume_measures_only_the_missing_level_and_keeps_both_logs(tmp_path: Pa
     before, sep, after = log.partition("(--resume) ---")
     assert sep and before.startswith(first_log.rstrip())
     assert get_engine("vllm").version_from_log(after) is not None  # the restarted server
+
+
+class RecordingLauncher(ProcessLauncher):
+    """Records when each server was started and stopped (monotonic seconds)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.events: list[tuple[str, str]] = []
+
+    def start(self, spec: ContainerSpec, log_path: Path) -> Server:
+        server = super().start(spec, log_path)
+        self.events.append(("start", log_path.name))
+        stop = server.stop
+
+        def stop_and_record() -> None:
+            self.events.append(("stop", log_path.name))
+            stop()
+
+        server.stop = stop_and_record  # type: ignore[method-assign]
+        return server
+
+
+def test_prestart_starts_every_emulator_first_and_keeps_each_log(tmp_path: Path) -> None:
+    """MatrixOptions.prestart (the demo): every emulator is started before the first one is
+    measured and stopped; each configuration's log is its own server's, and no start-up log
+    is left behind."""
+    exp_path = small_experiment(
+        tmp_path, {"vllm-mtp": [1], "sglang-mtp": [1], "vllm-baseline": [1]}
+    )
+    out = tmp_path / "out"
+    opts = MatrixOptions(
+        out=out, launcher="process", time_scale=float(TIME_SCALE), show_progress=False,
+        prestart=True,
+    )  # fmt: skip
+    launcher = RecordingLauncher()
+    result = run_matrix(load_experiment(exp_path), opts, launcher=launcher)
+    assert [o.status for o in result.outcomes] == ["done", "done", "done"]
+    kinds = [kind for kind, _ in launcher.events]
+    assert kinds == ["start"] * 3 + ["stop"] * 3, launcher.events
+    assert {name for _, name in launcher.events} == {
+        "vllm-mtp.starting", "sglang-mtp.starting", "vllm-baseline.starting"
+    }  # fmt: skip
+    logs = Artifacts(out).root / "logs"
+    assert sorted(p.name for p in logs.iterdir()) == [
+        "sglang-mtp.log", "vllm-baseline.log", "vllm-mtp.log"
+    ]  # fmt: skip
+    assert "profile sglang-mtp" in (logs / "sglang-mtp.log").read_text()
+    assert "profile vllm-baseline" in (logs / "vllm-baseline.log").read_text()
+    for k in ("vllm-mtp", "sglang-mtp", "vllm-baseline"):
+        assert read_payload(Artifacts(out).payload(k, 1)).evidence.validity.valid, k

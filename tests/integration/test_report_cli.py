@@ -64,9 +64,9 @@ def test_publish_and_verify_bundle(tmp_path: Path) -> None:
     tar = tmp_path / "bundle.tar.gz"
     ok = cli("verify-bundle", str(tar))
     assert ok.returncode == 0, ok.stdout
-    (bundle / "decode.png").write_bytes(b"tampered")
+    (bundle / "decode.svg").write_bytes(b"tampered")
     (bundle / "extra.txt").write_text("x")
     res = cli("verify-bundle", str(bundle))
     assert res.returncode == 1
-    assert "decode.png: SHA256 mismatch" in res.stdout
+    assert "decode.svg: SHA256 mismatch" in res.stdout
     assert "extra.txt: present but not listed" in res.stdout

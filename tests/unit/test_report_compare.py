@@ -56,7 +56,7 @@ def test_hosts_side_by_side_with_the_significance_rule(tmp_path: Path) -> None:
     # the other way round, the change is relative to the first host: 92.8 / 102.0 - 1 = -9.02%
     back = render_comparison([c, a], tmp_path / "back").read_text()
     assert "| vllm-mtp | 1 | gpu1 | 92.80" in back and "9.02% slower (Holm-adjusted p=" in back
-    assert (tmp_path / "out" / "fleet-decode.png").is_file()
+    assert (tmp_path / "out" / "fleet-decode.svg").is_file()
 
 
 def test_different_experiments_or_workloads_are_refused(tmp_path: Path) -> None:

@@ -76,7 +76,7 @@ def test_markdown_parses_and_every_linked_chart_exists(report: tuple[Path, str])
     tokens = MarkdownIt("commonmark").enable("table").parse(text)
     assert any(t.type == "table_open" for t in tokens)
     links = linked_files(text)
-    assert {"decode.png", "ttft.png", "concurrency.png"} <= set(links)
+    assert {"decode.svg", "ttft.svg", "concurrency.svg"} <= set(links)
     for target in links:
         assert (path.parent / target).is_file(), target
     assert "SIMULATED" not in text

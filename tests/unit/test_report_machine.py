@@ -12,7 +12,8 @@ from report_factory import experiment_lock, seed_matrix, write_artifacts
 
 from bench.machine import ceiling, decode_bytes_from_checkpoint
 from bench.report import load_artifacts, render_report
-from bench.report._charts import ChartSpec, ChartWorker
+from bench.report._charts import ChartSpec
+from bench.report._svg import chart_svg, nice_ticks
 from bench.schema import (
     GpuEntry,
     GpuExtended,
@@ -210,39 +211,46 @@ def _safetensors(path: Path, sizes: dict[str, int]) -> None:
 
 def test_charts_are_redrawn_only_when_their_data_changes(art: Path, tmp_path: Path) -> None:
     out = tmp_path / "out"
+    (out).mkdir()
+    (out / "decode.png").write_bytes(b"\x89PNG from an older specbench")
     render_report(art, out)
-    pngs = {p.name: p.stat().st_mtime_ns for p in out.glob("*.png")}
-    assert set(pngs) == {"decode.png", "ttft.png", "concurrency.png", "acceptance.png"}
+    assert not (out / "decode.png").exists()  # an earlier version's PNG charts are removed
+    svgs = {p.name: p.stat().st_mtime_ns for p in out.glob("*.svg")}
+    assert set(svgs) == {"decode.svg", "ttft.svg", "concurrency.svg", "acceptance.svg"}
     render_report(art, out)
-    assert {p.name: p.stat().st_mtime_ns for p in out.glob("*.png")} == pngs
+    assert {p.name: p.stat().st_mtime_ns for p in out.glob("*.svg")} == svgs
     # A changed figure redraws the charts showing it; the acceptance chart is untouched.
     f = art / "payloads" / "vllm-dflash-c1.json"
     p = read_payload(f)
     write_payload(f, p.model_copy(update={"ttftMs": p.ttftMs}))  # same data: still cached
     render_report(art, out)
-    assert (out / "acceptance.png").stat().st_mtime_ns == pngs["acceptance.png"]
-    (out / "decode.png").write_bytes(b"tampered")  # a PNG that is not the one drawn
+    assert (out / "acceptance.svg").stat().st_mtime_ns == svgs["acceptance.svg"]
+    (out / "decode.svg").write_text("tampered")  # a chart that is not the one drawn
     render_report(art, out)
-    assert (out / "decode.png").read_bytes().startswith(b"\x89PNG")
+    assert (out / "decode.svg").read_text().startswith("<svg ")
 
 
-def test_the_chart_child_process_draws(tmp_path: Path) -> None:
-    """The child process (python -m bench.report._draw) must draw by itself: the in-process
-    fallback would hide a broken child (it once pointed at a module that no longer existed)."""
+def test_nice_ticks() -> None:
+    assert nice_ticks(109.36 * 1.12) == [0, 50, 100, 150]
+    assert nice_ticks(100.0, 0.0) == [0, 20, 40, 60, 80, 100]
+    assert nice_ticks(0.7) == [0, 0.2, 0.4, 0.6, 0.8]
+
+
+def test_an_svg_bar_chart_has_its_bars_error_bars_and_escaped_labels() -> None:
+    """Worked by hand: the y axis runs 0..150 (ticks of 50: 105 x 1.12 = 117.6 rounds up) over
+    the plot's 262 px (342 - 34 - 46), so a bar of 100 tok/s is 262 x 100 / 150 = 174.7 px
+    tall from y = 34 + 262 - 174.7 = 121.3; two bars share 546 px: 273 px a slot, bars 0.7 of
+    it (191.1 px), bar 0 centred at 70 + 136.5 = 206.5; its error bar spans 95..105 tok/s,
+    y = 296 - 262 x 105/150 = 112.6 to 296 - 262 x 95/150 = 130.1."""
     spec = ChartSpec(
-        role="decode",
-        file="decode.png",
-        alt="a",
-        title="t",
-        kind="bars",
-        ylabel="tok/s",
-        labels=["a", "b"],
-        values=[1.0, 2.0],
-        errors=[0.1, 0.2],
-    )
-    worker = ChartWorker()
-    try:
-        assert worker.draw([spec], tmp_path) is True
-    finally:
-        worker.close()
-    assert (tmp_path / "decode.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+        role="decode", file="decode.svg", alt="Decode chart", title="SIMULATED: <decode> & co",
+        kind="bars", ylabel="tok/s", labels=["vLLM + DFlash", "a<b"], values=[100.0, 50.0],
+        errors=[5.0, 0.0], annotate=True,
+    )  # fmt: skip
+    svg = chart_svg(spec.model_dump(mode="json"))
+    assert svg.startswith("<svg xmlns='http://www.w3.org/2000/svg'")
+    assert "<title>SIMULATED: &lt;decode&gt; &amp; co</title>" in svg
+    assert "<rect x='111.0' y='121.3' width='191.1' height='174.7'" in svg
+    assert "M206.5 112.6V130.1" in svg
+    assert ">a&lt;b<" in svg and ">100.00<" in svg and ">50.00<" in svg
+    assert svg.count("<path d='M") == 1  # the second bar has no error bar (0)

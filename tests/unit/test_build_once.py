@@ -1,0 +1,75 @@
+"""A broken image build fails once: the first test errors with the build's log, the others are
+skipped pointing at it, and the build is never run again (issue 20). Checked on a real pytest
+session in a child process, with a build that fails and counts its calls."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+TESTS = Path(__file__).resolve().parents[1]
+
+CONFTEST = """
+import pytest
+from build_once import BuildOnce
+
+BUILD = BuildOnce("the image build")
+
+
+def broken_build():
+    with open("calls.txt", "a") as f:
+        f.write("build\\n")
+    raise RuntimeError("build.sh failed (132):\\nIllegal instruction (core dumped)")
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item):
+    BUILD.get(item.nodeid, broken_build)
+
+
+@pytest.fixture(scope="session")
+def image():
+    return BUILD.value
+
+
+@pytest.fixture(scope="session", autouse=True)
+def report_calls():
+    yield
+    print(f"\\nBUILD CALLS {len(CALLS)}")
+"""
+
+TESTS_FILE = """
+def test_a(image): pass
+def test_b(image): pass
+def test_c(image): pass
+"""
+
+
+def test_a_broken_build_errors_once_and_skips_the_rest(tmp_path: Path) -> None:
+    (tmp_path / "conftest.py").write_text(textwrap.dedent(CONFTEST))
+    (tmp_path / "test_tier.py").write_text(textwrap.dedent(TESTS_FILE))
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-rs", "-s", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        env={"PYTHONPATH": str(TESTS), "PATH": "/usr/bin:/bin"},
+        cwd=tmp_path,
+        check=False,
+    )
+    out = done.stdout
+    assert done.returncode == 1, out
+    assert (tmp_path / "calls.txt").read_text() == "build\n"  # built once, never again
+    assert out.count("Illegal instruction") == 1, out  # the log printed once
+    assert "1 error" in out and "2 skipped" in out, out
+    assert "the image build failed, see test_tier.py::test_a" in out, out
+
+
+def test_tier_of_nodeids() -> None:
+    from tiers import tier_of
+
+    assert tier_of("tests/unit/test_x.py::test_a") == "unit"
+    assert tier_of("tests/infra/test_host.py::test_b[x]") == "e2e"
+    assert tier_of("tests/engine/test_vllm_cpu.py::t@engine") == "engine"
+    assert tier_of("test_tier.py::test_a") == ""
