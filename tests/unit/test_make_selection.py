@@ -14,7 +14,7 @@ REPO = Path(__file__).resolve().parents[2]
 def make_test_expression() -> str:
     makefile = (REPO / "Makefile").read_text(encoding="utf-8")
     recipe = makefile.split("\ntest:", 1)[1].split("\n\n", 1)[0]
-    m = re.search(r'pytest -m "([^"]+)" tests', recipe)
+    m = re.search(r' -m "([^"]+)" tests', recipe)
     assert m, recipe
     return m.group(1)
 
