@@ -217,4 +217,10 @@ def test_prestart_starts_every_emulator_first_and_keeps_each_log(tmp_path: Path)
     assert "profile sglang-mtp" in (logs / "sglang-mtp.log").read_text()
     assert "profile vllm-baseline" in (logs / "vllm-baseline.log").read_text()
     for k in ("vllm-mtp", "sglang-mtp", "vllm-baseline"):
-        assert read_payload(Artifacts(out).payload(k, 1)).evidence.validity.valid, k
+        p = read_payload(Artifacts(out).payload(k, 1))
+        assert p.evidence.validity.valid, k
+        # the launch record is the prestarted server's own: the port it was measured on
+        launch = p.evidence.launch
+        assert launch is not None, k
+        port = launch.argv[launch.argv.index("--port") + 1]
+        assert p.evidence.run.base_url.endswith(f":{port}"), (k, launch.argv)
