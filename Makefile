@@ -60,7 +60,7 @@ PYTEST_WORKERS ?= 2
 PYTEST_PARALLEL := $(if $(filter 0,$(PYTEST_WORKERS)),-p no:xdist,-n $(PYTEST_WORKERS) --dist loadgroup)
 
 test: setup lint
-	$(BIN)/pytest $(PYTEST_PARALLEL) --durations=30 -m "unit or integration or e2e or contract or engine" tests
+	$(BIN)/pytest $(PYTEST_PARALLEL) --durations=30 -m "(unit or integration or e2e or contract or engine) and not gpu" tests
 
 test-unit: setup
 	$(BIN)/pytest -m unit tests
@@ -69,7 +69,7 @@ test-integration: setup
 	$(BIN)/pytest -m integration tests
 
 test-e2e: setup
-	$(BIN)/pytest -m e2e tests
+	$(BIN)/pytest -m "e2e and not gpu" tests
 
 test-contract: setup
 	$(BIN)/pytest -m contract tests

@@ -5,13 +5,15 @@ default. Figures are derived from the per-iteration samples passed in, never typ
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from bench.core import sha256_file, summarize
-from bench.engines import load_experiment
+from bench.engines import get_engine, load_experiment
+from bench.matrix import launch_record
 from bench.schema import (
     AcceptanceDelta,
     EngineFlags,
@@ -22,6 +24,7 @@ from bench.schema import (
     Hardware,
     HardwareExtended,
     IterationRecord,
+    LaunchRecord,
     Payload,
     RequestRecord,
     RunInfo,
@@ -71,6 +74,8 @@ class Spec:
     simulated: bool = True
     toy_model: bool = False
     served_model: str = "qwen"
+    launch: LaunchRecord | None = None
+    command: list[str] | None = None  # evidence.run.command (a matrix records the server argv)
 
 
 def payload(s: Spec) -> Payload:
@@ -153,7 +158,7 @@ def payload(s: Spec) -> Payload:
                 finished_at="2026-01-01T00:01:00Z",
                 base_url="http://127.0.0.1:1",
                 served_model=s.served_model,
-                command=["specbench", "measure", s.config],
+                command=s.command or ["specbench", "measure", s.config],
                 config_name=s.config,
                 simulated=s.simulated,
                 toy_model=s.toy_model,
@@ -177,6 +182,7 @@ def payload(s: Spec) -> Payload:
             acceptance=acc,
             acceptance_raw=s.acceptance_raw,
             validity=Validity(valid=not invalid, reasons=s.reasons),
+            launch=s.launch,
         ),
     )
 
@@ -293,16 +299,35 @@ def write_artifacts(
     logs: dict[str, str] | None = None,
     lock: str | None = None,
     stems: dict[int, str] | None = None,
+    record_launch: bool = True,
 ) -> Path:
-    """An artifacts folder as the matrix writes it (payloads, logs, lock, hardware, sums)."""
+    """An artifacts folder as the matrix writes it (payloads, logs, lock, hardware, sums).
+
+    With ``record_launch`` each payload whose configuration is in the lock records its launch
+    as the matrix does (``bench.matrix.launch_record``: a docker launcher, the logged
+    admission cap from ``logs``); without, the folder is one written before launch records."""
     (root / "payloads").mkdir(parents=True, exist_ok=True)
     (root / "logs").mkdir(exist_ok=True)
+    lock = lock or lock_for(specs)
+    exp = RunLock.model_validate_json(lock).experiment
     for i, s in enumerate(specs):
         stem = (stems or {}).get(i, f"{s.config}-c{s.concurrency}")
+        cfg = next((c for c in exp.configurations if c.name == s.config), None)
+        if record_launch and s.launch is None and cfg is not None:
+            engine = get_engine(cfg.engine)
+            spec = engine.container_spec(
+                cfg,
+                exp,
+                host_port=40000 + exp.configurations.index(cfg),
+                model_cache="/models-host",
+                run_id="test",
+            )
+            log = (logs or {}).get(s.config, "")
+            s = dataclasses.replace(s, launch=launch_record(engine, cfg, exp, spec, "docker", log))
         write_payload(root / "payloads" / f"{stem}.json", payload(s))
     for name, text in (logs or {}).items():
         (root / "logs" / f"{name}.log").write_text(text, encoding="utf-8")
-    (root / "experiment.lock.json").write_text(lock or lock_for(specs))
+    (root / "experiment.lock.json").write_text(lock)
     (root / "hardware.json").write_text(HARDWARE.model_dump_json())
     (root / "provenance.json").write_text(json.dumps({"git": {"sha": "abc123"}}))
     lines = [

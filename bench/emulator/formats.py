@@ -420,7 +420,16 @@ def vllm_log(process: str, pid: int, level: str, source: str, message: str) -> s
 
 
 # Upstream call sites (file:line) and their templates, as printf-style upstream does.
-VLLM_VERSION_LINE: Final = ("startup.py:18", "vLLM server version %s, serving model %s")
+VLLM_VERSION_LINE: Final = ("startup.py:38", "vLLM server version %s, serving model %s")
+#: the same record unless VLLM_DISABLE_LOG_LOGO=1 (the GPU image's default): an ASCII logo,
+#: monochrome when the formatter is not "color" (vllm/entrypoints/common/startup.py:19-38)
+VLLM_VERSION_LOGO: Final = (
+    "startup.py:38",
+    "\n       █     █     █▄   ▄█\n"
+    " ▄▄ ▄█ █     █     █ ▀▄▀ █  version %s\n"
+    "  █▄█▀ █     █     █     █  model   %s\n"
+    "   ▀▀  ▀▀▀▀▀ ▀▀▀▀▀ ▀     ▀\n",
+)
 VLLM_MTP_DEPRECATED: Final = (
     "speculative.py:1247",
     "method `%s` is deprecated and replaced with mtp.",

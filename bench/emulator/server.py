@@ -129,7 +129,9 @@ class EmulatorServer:
     def _startup_lines_before_load(self) -> None:
         p = self.profile
         if p.engine == "vllm":
-            src, tmpl = formats.VLLM_VERSION_LINE
+            # as upstream: the plain line only with VLLM_DISABLE_LOG_LOGO=1 (startup.py:17)
+            plain = os.environ.get("VLLM_DISABLE_LOG_LOGO", "0") not in ("", "0")
+            src, tmpl = formats.VLLM_VERSION_LINE if plain else formats.VLLM_VERSION_LOGO
             self._vlog(src, tmpl % (p.engine_version, p.model_path))
             if not p.graphs_captured:
                 self._vlog(*formats.VLLM_EAGER_LINE)

@@ -21,7 +21,17 @@ from bench.engines._base import (
 if TYPE_CHECKING:
     from bench.schema import Configuration, Experiment
 
-MTP_ALGORITHMS = frozenset({"NEXTN", "EAGLE", "MTP"})
+#: Every ``--speculative-algorithm`` name 0.5.19 starts with: the members of
+#: ``SpeculativeAlgorithm`` (sglang/srt/speculative/spec_info.py:32-46; ``from_string``, :48-61,
+#: raises "Unknown speculative algorithm name" for any other) less NONE (no speculation), and
+#: the CLI alias NEXTN (spec_registry.py:191 ``_RESERVED_ALIASES``; speculative_hook.py:69-77
+#: turns it into EAGLE). The contract tier reads both from the pinned source.
+SPECULATIVE_ALGORITHMS = frozenset(
+    {"DFLASH", "DSPARK", "EAGLE", "EAGLE3", "FROZEN_KV_MTP", "NEXTN", "NGRAM", "STANDALONE"}
+)
+#: the names that run a target's own MTP head (NEXTN and EAGLE both resolve to EAGLE,
+#: speculative_hook.py:69-77); 0.5.19 has no algorithm called MTP
+MTP_ALGORITHMS = frozenset({"NEXTN", "EAGLE"})
 
 
 class SGLang(Engine):
@@ -130,6 +140,12 @@ class SGLang(Engine):
             return [f"a baseline must not pass {spec[0]}"] if spec else []
         k = cfg.spec_num_tokens or 0
         problems: list[str] = []
+        if algo is not None and algo not in SPECULATIVE_ALGORITHMS:
+            known = ", ".join(sorted(SPECULATIVE_ALGORITHMS))
+            problems.append(
+                f"--speculative-algorithm {algo!r} is not an algorithm SGLang 0.5.19 accepts "
+                f"(the server would stop at start: {known})"
+            )
         draft_tokens = flag_value(cfg.args, "--speculative-num-draft-tokens")
         if draft_tokens != str(k + 1):
             problems.append(

@@ -28,7 +28,12 @@ class VLLM(Engine):
     metrics_path = "/metrics"
     # vllm/entrypoints/serve/instrumentator/basic.py:53-56: {"version": VLLM_VERSION}
     version_path = "/version"
-    version_regex = r"vLLM server version (\S+?),"
+    # vllm/entrypoints/common/startup.py:16-38: "vLLM server version %s, ..." only with
+    # VLLM_DISABLE_LOG_LOGO=1 (our CPU image); else an ASCII logo whose line reads "... █  version
+    # %s", with ANSI colours around the pieces when the formatter is "color" (:26-34)
+    version_regex = (
+        r"(?:vLLM server version |█(?:\x1b\[[\d;]*m)?  version (?:\x1b\[[\d;]*m)?)([^\s,\x1b]+)"
+    )
     ready_regex = r"Application startup complete"
     plumbing_flags = ("--host", "--port", "--served-model-name")
     admission_flag = "--max-num-seqs"
@@ -53,7 +58,8 @@ class VLLM(Engine):
     # after capture (v1/worker/gpu/model_runner.py:1164, v1/worker/gpu_model_runner.py:6517);
     # --enforce-eager logs "Cudagraph is disabled under eager mode" (config/vllm.py:2005), a
     # NONE cudagraph_mode "Skipping encoder and decoder CUDA graph capture"
-    # (v1/worker/gpu/model_runner.py:1095). Per-step use is logged only with
+    # (v1/worker/gpu/model_runner.py:1095) or, in the V1 runner, "Skipping CUDA graph capture"
+    # (v1/worker/gpu_model_runner.py:6420). Per-step use is logged only with
     # --cudagraph-metrics: every stats interval (v1/metrics/loggers.py:343) a table whose rows
     # are "| unpadded | padded | paddings | runtime mode | count |"
     # (compilation/cuda_graph.py:43-49, :104-110, logged at :123; the mode column is
@@ -79,6 +85,13 @@ class VLLM(Engine):
                 regex=r"Skipping encoder and decoder CUDA graph capture",
                 message="cudagraph_mode NONE: nothing captured",
                 source="vllm/v1/worker/gpu/model_runner.py:1095",
+                severity="info",
+            ),
+            LogPattern(
+                code="cuda_graph_disabled",
+                regex=r"Skipping CUDA graph capture. To turn on CUDA graph capture",
+                message="cudagraph_mode NONE: nothing captured (the V1 GPU model runner)",
+                source="vllm/v1/worker/gpu_model_runner.py:6420",
                 severity="info",
             ),
         ),

@@ -33,8 +33,9 @@ from bench.engines._experiment import load_experiment
 from bench.schema import UNRESOLVED
 
 CACHE_ENV = "SPECBENCH_UPSTREAM_CACHE"
-#: The record tests/contract/test_sglang_upstream_suite.py writes (SGLang's own tests on the
-#: patched release); ``specbench matrix`` copies it into the artifacts when it exists.
+#: The record tests/contract/test_sglang_upstream_suite.py writes (specbench's probes, and any
+#: upstream test of the published artifacts on the patched path, run on the patched release);
+#: ``specbench matrix`` copies it into the artifacts when it exists.
 SUITE_RECORD_ENV = "SPECBENCH_SGLANG_SUITE_RECORD"
 SUITE_RECORD_NAME = "sglang-suite.json"
 REPO_ROOT = Path(__file__).resolve().parents[2]

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from bench.matrix._artifacts import Artifacts
 from bench.matrix._checkpoint_files import CheckReport, Finding
+from bench.matrix._configuration import launch_record
 from bench.matrix._launch import DockerLauncher, scrub
 from bench.matrix._options import MatrixOptions, MatrixResult
 from bench.matrix._plan import render_plan
@@ -27,6 +28,7 @@ __all__ = [
     "check_checkpoint",
     "check_models_dir",
     "check_target",
+    "launch_record",
     "render_plan",
     "render_text",
     "run_matrix",

@@ -11,12 +11,14 @@ import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Literal
 
 from bench.core import SIMULATED_BANNER, RunError, utc_now, write_text
-from bench.engines import ContainerSpec, cpu_kernel_from_log, get_engine
+from bench.engines import ContainerSpec, Engine, cpu_kernel_from_log, flag_value, get_engine
 from bench.matrix._artifacts import Artifacts
 from bench.matrix._launch import (
     Launcher,
+    ProcessLauncher,
     Server,
     free_port,
     scrub,
@@ -33,9 +35,11 @@ from bench.measure import (
     scan_log,
 )
 from bench.schema import (
+    AdmissionCap,
     Configuration,
     Experiment,
     Hardware,
+    LaunchRecord,
     Payload,
 )
 
@@ -100,6 +104,38 @@ def _container_spec(
     return spec
 
 
+def launch_record(
+    engine: Engine,
+    cfg: Configuration,
+    exp: Experiment,
+    spec: ContainerSpec,
+    launcher: Literal["docker", "process"],
+    load_log: str,
+) -> LaunchRecord:
+    """What was started for ``cfg``, recorded into its payloads when it ran: the argv and
+    ``docker run`` line of the very ``ContainerSpec`` the launcher was given, and the admission
+    cap the engine logged at start (else the one its flag sets). A container's argv is its
+    entrypoint + command (the emulator image's entrypoint is implicit: see ``docker_run``)."""
+    admission = None
+    logged = engine.admission_from_log(load_log)
+    if logged is not None:
+        admission = AdmissionCap(cap=logged[0], source=f"engine log: {logged[1]}")
+    elif engine.admission_flag is not None:
+        value = flag_value(cfg.args, engine.admission_flag)
+        if value is not None and value.isdigit() and int(value) > 0:
+            admission = AdmissionCap(cap=int(value), source=f"flag {engine.admission_flag}")
+    return LaunchRecord(
+        launcher=launcher,
+        image=spec.image if launcher == "docker" else None,
+        server_argv=engine.server_argv(cfg, exp),
+        argv=[*spec.entrypoint, *spec.command]
+        if launcher == "docker"
+        else ProcessLauncher.argv(spec),
+        docker_run=spec.run_line() if launcher == "docker" else None,
+        admission=admission,
+    )
+
+
 @dataclass(frozen=True)
 class RunContext:
     """What every configuration of one matrix run shares."""
@@ -117,6 +153,8 @@ class RunContext:
     telemetry: TelemetryFactory
     #: servers started before the loop (MatrixOptions.prestart), by configuration name
     prestarted: dict[str, Server] = field(default_factory=dict)
+    #: the spec each prestarted server was started from (its launch record is that spec's)
+    prestarted_specs: dict[str, ContainerSpec] = field(default_factory=dict)
 
 
 def prestart_servers(ctx: RunContext, configs: list[Configuration]) -> None:
@@ -128,6 +166,7 @@ def prestart_servers(ctx: RunContext, configs: list[Configuration]) -> None:
         spec = _container_spec(ctx.exp, cfg, ctx.opts, ctx.run_id)
         starting = ctx.arts.log(cfg.name).with_suffix(".starting")
         ctx.prestarted[cfg.name] = ctx.launcher.start(spec, starting)
+        ctx.prestarted_specs[cfg.name] = spec
 
 
 def stop_prestarted(ctx: RunContext) -> None:
@@ -136,6 +175,7 @@ def stop_prestarted(ctx: RunContext) -> None:
         server.stop()
         ctx.arts.log(name).with_suffix(".starting").unlink(missing_ok=True)
     ctx.prestarted.clear()
+    ctx.prestarted_specs.clear()
 
 
 def run_configuration(ctx: RunContext, cfg: Configuration, outcome: Outcome) -> int:
@@ -155,6 +195,7 @@ def run_configuration(ctx: RunContext, cfg: Configuration, outcome: Outcome) -> 
     earlier = log_path.read_text(encoding="utf-8", errors="replace") if log_path.is_file() else ""
     argv = engine.server_argv(cfg, exp)
     prestarted = ctx.prestarted.pop(cfg.name, None)
+    spec = ctx.prestarted_specs.pop(cfg.name, spec)  # a prestarted server ran its own spec
     progress.say(f"{cfg.name}: {'waiting for its server' if prestarted else 'starting server'}")
     server: Server = prestarted or ctx.launcher.start(spec, log_path)
     done = 0
@@ -170,6 +211,7 @@ def run_configuration(ctx: RunContext, cfg: Configuration, outcome: Outcome) -> 
         progress.log(f"{cfg.name}: ready {ready}")
         load_log = server.log_text()
         version = engine.version_from_log(load_log) or image.version
+        launch = launch_record(engine, cfg, exp, spec, opts.launcher, load_log)
         cpu_kernel = cpu_kernel_from_log(load_log)
         if cpu_kernel is not None:
             progress.log(f"{cfg.name}: CPU kernel build {cpu_kernel.library} ({cpu_kernel.isa})")
@@ -256,6 +298,9 @@ def run_configuration(ctx: RunContext, cfg: Configuration, outcome: Outcome) -> 
                 if cfg.speculative
                 else [],
                 cpu_kernel=cpu_kernel,
+            )
+            payload = payload.model_copy(
+                update={"evidence": payload.evidence.model_copy(update={"launch": launch})}
             )
             outcome.payloads.append(arts.write_payload(cfg.name, k, payload))
             valid = payload.evidence.validity.valid

@@ -152,10 +152,16 @@ class ProcessLauncher:
     The HF token is not passed on: the emulator needs none, and leaving it out keeps it out of
     the process log by construction."""
 
-    def start(self, spec: ContainerSpec, log_path: Path) -> ProcessServer:
+    @staticmethod
+    def argv(spec: ContainerSpec) -> list[str]:
+        """The process ``start`` runs for ``spec`` (``python``: the interpreter running this)."""
         argv = [*spec.entrypoint, *spec.command]
         if argv[:3] != ["python", "-m", "bench.emulator"] and argv[0] != "python":
             argv = ["python", "-m", "bench.emulator", *argv]
+        return argv
+
+    def start(self, spec: ContainerSpec, log_path: Path) -> ProcessServer:
+        argv = self.argv(spec)
         if argv[0] == "python":
             argv[0] = sys.executable
         env = {

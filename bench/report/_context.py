@@ -3,14 +3,18 @@ from a ``RunSet`` by the rules in ``bench.report._claims``. The template only ar
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Callable
 from typing import Any
 
 from bench.core import TOY_MODEL_BANNER, StrictModel
 from bench.report._claims import (
     ALPHA,
     Comparison,
+    ConcurrencySweep,
     Family,
     Pairwise,
+    TtftLeader,
     claim_family,
     compare,
     ordered_unique,
@@ -22,8 +26,8 @@ from bench.report._claims import (
     ttft_leaders,
     within,
 )
-from bench.report._depth import depth_sweeps, depth_tests
-from bench.report._lossless import lossless
+from bench.report._depth import DepthSweep, depth_sweeps, depth_tests
+from bench.report._lossless import LosslessRow, lossless
 from bench.report._model import RunSet, RunView
 from bench.report._text import pct
 
@@ -108,8 +112,59 @@ def side_by_side(rs: RunSet, ref: RunSet) -> list[SideBySide]:
     return out
 
 
-def build_context(rs: RunSet, reference: RunSet | None = None) -> dict[str, Any]:
-    """All computed content of the report, keyed for the template."""
+@dataclasses.dataclass(frozen=True)
+class ReportContext:
+    """Every name report.md.j2 and its partials use, typed: the template only arranges these.
+    ``charts`` is filled in by the renderer once the charts are drawn."""
+
+    rs: RunSet
+    simulated: bool
+    family: Family
+    alpha: float
+    single: list[RunView]
+    baselines: list[RunView]
+    ranked: list[Ranked]
+    by_engine: list[Pairwise]
+    by_method: list[Pairwise]
+    leaders: list[TtftLeader]
+    ttft_engine: str | None
+    dominant_method: str | None
+    dominant_engine: str | None
+    methods: list[str]
+    engines: list[str]
+    best: RunView | None
+    ttft_best: RunView | None
+    best_sweep: ConcurrencySweep | None
+    ttft_sweep: ConcurrencySweep | None
+    losers: list[tuple[str, list[str]]]
+    stability: list[tuple[RunView, bool | None]]
+    max_sd: float | None
+    ranking_resolved: bool
+    invalid: list[RunView]
+    warned: list[RunView]
+    after_fix: list[AfterFix]
+    superseded: list[RunView]
+    acceptance_rows: list[RunView]
+    top_acceptance: RunView | None
+    sweeps: list[ConcurrencySweep]
+    no_sweep: list[RunView]
+    speedups: list[Speedup]
+    reference: RunSet | None
+    side_by_side: list[SideBySide]
+    valid_count: int
+    lossless: list[LosslessRow]
+    depth: list[DepthSweep]
+    toy_banner: str
+    single_all_valid: Callable[[str, int], RunView | None]
+    charts: dict[str, Any] = dataclasses.field(default_factory=dict)
+
+    def names(self) -> dict[str, Any]:
+        """The template's namespace (shallow: the models stay models)."""
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+
+
+def build_context(rs: RunSet, reference: RunSet | None = None) -> ReportContext:
+    """All computed content of the report, for the template."""
     single_all = single_request(rs.runs)
     single = speculative(single_all)
     baselines = [r for r in single_all if r.method == "NONE"]
@@ -187,47 +242,47 @@ def build_context(rs: RunSet, reference: RunSet | None = None) -> dict[str, Any]
                 )
     sweep_configs = {s.config for s in sw}
     no_sweep = [r for r in single if r.config not in sweep_configs]
-    return {
-        "rs": rs,
-        "simulated": rs.simulated,
-        "family": family,
-        "alpha": ALPHA,
-        "single": single,
-        "baselines": baselines,
-        "ranked": ranked,
-        "by_engine": by_engine,
-        "by_method": by_method,
-        "leaders": leaders,
-        "ttft_engine": ttft_engine,
-        "dominant_method": dominant_method,
-        "dominant_engine": dominant_engine,
-        "methods": ordered_unique(r.method for r in ranked_runs),
-        "engines": ordered_unique(r.engine for r in ranked_runs),
-        "best": best if best_decided else None,
-        "ttft_best": ttft_best,
-        "best_sweep": best_sweep if scales_best else None,
-        "ttft_sweep": sweep_by_config.get(ttft_best.config) if ttft_best else None,
-        "losers": losers,
-        "stability": stab,
-        "max_sd": max_sd,
-        "ranking_resolved": ranking_resolved,
-        "invalid": invalid,
-        "warned": warned,
-        "after_fix": after_fix(rs),
-        "superseded": superseded,
-        "acceptance_rows": acc_rows,
-        "top_acceptance": top_acc,
-        "sweeps": sw,
-        "no_sweep": no_sweep,
-        "speedups": speedups,
-        "reference": reference,
-        "side_by_side": side_by_side(rs, reference) if reference is not None else [],
-        "valid_count": sum(1 for r in rs.runs if r.valid),
-        "lossless": lossless(rs.runs),
-        "depth": depth_sweeps(rs, family),
-        "toy_banner": TOY_MODEL_BANNER,
-        "single_all_valid": lambda config, c: _valid_current(rs, config, c),
-    }
+    return ReportContext(
+        rs=rs,
+        simulated=rs.simulated,
+        family=family,
+        alpha=ALPHA,
+        single=single,
+        baselines=baselines,
+        ranked=ranked,
+        by_engine=by_engine,
+        by_method=by_method,
+        leaders=leaders,
+        ttft_engine=ttft_engine,
+        dominant_method=dominant_method,
+        dominant_engine=dominant_engine,
+        methods=ordered_unique(r.method for r in ranked_runs),
+        engines=ordered_unique(r.engine for r in ranked_runs),
+        best=best if best_decided else None,
+        ttft_best=ttft_best,
+        best_sweep=best_sweep if scales_best else None,
+        ttft_sweep=sweep_by_config.get(ttft_best.config) if ttft_best else None,
+        losers=losers,
+        stability=stab,
+        max_sd=max_sd,
+        ranking_resolved=ranking_resolved,
+        invalid=invalid,
+        warned=warned,
+        after_fix=after_fix(rs),
+        superseded=superseded,
+        acceptance_rows=acc_rows,
+        top_acceptance=top_acc,
+        sweeps=sw,
+        no_sweep=no_sweep,
+        speedups=speedups,
+        reference=reference,
+        side_by_side=side_by_side(rs, reference) if reference is not None else [],
+        valid_count=sum(1 for r in rs.runs if r.valid),
+        lossless=lossless(rs.runs),
+        depth=depth_sweeps(rs, family),
+        toy_banner=TOY_MODEL_BANNER,
+        single_all_valid=lambda config, c: _valid_current(rs, config, c),
+    )
 
 
 def _valid_current(rs: RunSet, config: str, concurrency: int) -> RunView | None:

@@ -12,7 +12,7 @@ from typing import Any, Literal
 from pydantic import Field
 
 from bench.core import StrictModel
-from bench.schema import ServerLogEvidence
+from bench.schema import LaunchRecord, ServerLogEvidence
 
 SourceKind = Literal["artifacts", "reference"]
 
@@ -119,6 +119,9 @@ class RunView(StrictModel):
     server_log: ServerLogEvidence | None = Field(
         default=None, description="what the server log showed (load checks, graphs, acceptance)"
     )
+    launch: LaunchRecord | None = Field(
+        default=None, description="how the server was started, recorded when it ran"
+    )
 
 
 class ConfigInfo(StrictModel):
@@ -215,8 +218,8 @@ class RooflineSection(StrictModel):
 
 
 class SuiteView(StrictModel):
-    """The SGLang upstream-suite record (tests/contract/test_sglang_upstream_suite.py), read
-    tolerantly: what passed on the patched release."""
+    """The SGLang suite record (tests/contract/test_sglang_upstream_suite.py), read
+    tolerantly: what ran and passed on the patched release, and what of it came upstream."""
 
     file: str
     upstream_version: str | None = None
@@ -226,6 +229,13 @@ class SuiteView(StrictModel):
     needs_gpu: int | None = None
     upstream_passed: int | None = None
     specbench_passed: int | None = None
+    scanned_test_files: int | None = Field(
+        default=None, description="test files of the published artifacts that were scanned"
+    )
+    selected_files: int | None = Field(
+        default=None, description="of those, files that exercise the patched path"
+    )
+    sdist: str | None = Field(default=None, description="the release's sdist, if one exists")
     passed_tests: tuple[str, ...] = ()
     reproduce: str | None = None
 

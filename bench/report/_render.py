@@ -6,6 +6,7 @@ Entry point: ``render_report(artifacts_dir, out_dir) -> Path`` (the REPORT.md wr
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import os
 import shlex
@@ -112,9 +113,8 @@ def _env() -> Any:
 def render_markdown(rs: RunSet, charts: dict[str, Any], reference: RunSet | None = None) -> str:
     """The report text for ``rs`` (charts: role -> Chart, already drawn)."""
 
-    ctx = build_context(rs, reference)
-    ctx["charts"] = charts
-    text: str = _env().get_template(TEMPLATE).render(**ctx)
+    ctx = dataclasses.replace(build_context(rs, reference), charts=charts)
+    text: str = _env().get_template(TEMPLATE).render(**ctx.names())
     while "\n\n\n" in text:
         text = text.replace("\n\n\n", "\n\n")
     return text

@@ -283,6 +283,35 @@ class ServerLogEvidence(StrictModel):
     )
 
 
+class AdmissionCap(StrictModel):
+    """The live-request cap the server enforced, as found when it ran."""
+
+    cap: int = Field(ge=1)
+    source: str = Field(
+        description="'engine log: <the line>' (the engine stated the cap it resolved) or "
+        "'flag <name>' (the configuration's flag; the log stated none)"
+    )
+
+
+class LaunchRecord(StrictModel):
+    """How the matrix started this payload's server, recorded when it ran: the report shows
+    these and never rebuilds them with the code of the day it renders."""
+
+    launcher: Literal["docker", "process"]
+    image: str | None = Field(default=None, description="the image the container ran")
+    server_argv: list[str] = Field(
+        description="the engine's server argv this configuration stands for (what ran in the "
+        "container on real hardware; on the emulator, what the emulator stood in for)"
+    )
+    argv: list[str] = Field(
+        description="the argv that was started: container entrypoint + command, or the process"
+    )
+    docker_run: str | None = Field(
+        default=None, description="the equivalent docker run line (docker launcher only)"
+    )
+    admission: AdmissionCap | None = None
+
+
 class Evidence(StrictModel):
     """Everything lmx does not know: raw records, acceptance, figures, verdict."""
 
@@ -301,6 +330,9 @@ class Evidence(StrictModel):
     warnings: list[str] = Field(default_factory=list)
     server_log: ServerLogEvidence | None = Field(
         default=None, description="what the server log showed (matrix runs only)"
+    )
+    launch: LaunchRecord | None = Field(
+        default=None, description="how the server was started (matrix runs only)"
     )
 
 

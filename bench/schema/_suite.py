@@ -1,7 +1,8 @@
-"""The record of the patched SGLang's own test suite (tests/contract/test_sglang_upstream_suite.py
-writes it into the upstream cache; the matrix copies it into the artifacts, the report reads it):
-which upstream tests the pinned artifacts hold for the patched code path, what ran, what passed
-with and without the patch."""
+"""The record of the suite run on the patched SGLang release (tests/contract/
+test_sglang_upstream_suite.py writes it into the upstream cache; the matrix copies it into the
+artifacts, the report reads it): which upstream tests the published artifacts hold for the
+patched code path (for 0.5.19: none), what ran (specbench's probes, and any such upstream
+test), what passed with and without the patch."""
 
 from __future__ import annotations
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -22,7 +23,8 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from bench.emulator import serve_in_thread
 from bench.emulator.runner import EmulatorHandle
-from bench.engines import get_engine
+from bench.engines import get_engine, load_experiment
+from bench.schema import EXPERIMENTS_DIR
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "vllm-cpu"
 # The families bench.acceptance reads (prometheus_client drops a counter's _total suffix).
@@ -148,3 +150,41 @@ def test_log_lines_specbench_matches_are_in_both_logs(
         if pattern.severity == "invalid":
             assert not any(pattern.search(line) for line in real.splitlines()), pattern.code
     assert "Loading weights took" in real and "Loading weights took" in log.getvalue()
+
+
+def test_every_pattern_matching_an_emulator_line_matches_a_real_line(
+    emulator: tuple[EmulatorHandle, io.StringIO],
+) -> None:
+    """The emulator prints nothing specbench reads that the real server would not. The CUDA
+    graph and acceptance-window patterns are left out here: the CPU build captures no graphs
+    and the startup recording ends before the first stats interval; they are checked against
+    the pinned source's own format strings instead (test_log_renders.py)."""
+    _, log = emulator
+    engine = get_engine("vllm")
+    real = (FIXTURES / "startup.log").read_text().splitlines()
+    emulated = log.getvalue().splitlines()
+    patterns = [
+        ("version", engine.version_regex),
+        ("ready", engine.ready_regex),
+        *((p.code, p.regex) for p in engine.load_patterns),
+    ]
+    seen = []
+    for code, regex in patterns:
+        if any(re.search(regex, line) for line in emulated):
+            seen.append(code)
+            assert any(re.search(regex, line) for line in real), code
+    assert "version" in seen  # (the emulator does not print uvicorn's ready line)
+
+
+def test_versions_are_the_pins_of_what_each_side_stands_for(
+    emulator: tuple[EmulatorHandle, io.StringIO],
+) -> None:
+    """The recording is the CPU image's vLLM (the tiny experiment's pin), the emulator the GPU
+    image's (the seed experiment's pin): each log names its own pin, and they differ."""
+    _, log = emulator
+    engine = get_engine("vllm")
+    seed = load_experiment(EXPERIMENTS_DIR / "qwen38-27b-gptq-2x3090.yaml").images["vllm"]
+    tiny = load_experiment(EXPERIMENTS_DIR / "tiny-vllm-cpu.yaml").images["vllm"]
+    assert engine.version_from_log((FIXTURES / "startup.log").read_text()) == tiny.version
+    assert engine.version_from_log(log.getvalue()) == seed.version
+    assert json.loads((FIXTURES / "version.json").read_text()) == {"version": tiny.version}

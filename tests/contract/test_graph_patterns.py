@@ -21,6 +21,7 @@ ANCHORS: dict[tuple[str, str], tuple[str, ...]] = {
     ("vllm", "cuda_graph_disabled"): (
         '"Cudagraph is disabled under eager mode"',
         '"Skipping encoder and decoder CUDA graph capture. To enable "',
+        '"Skipping CUDA graph capture. To turn on CUDA graph capture, "',
     ),
     ("vllm", "cuda_graph_use"): ('data_rows.append("| " + " | ".join(formatted_row) + " |")',),
     ("vllm", "accept_length"): ('"SpecDecoding metrics: "', '"Mean acceptance length: %.2f, "'),

@@ -14,6 +14,8 @@ from bench.schema import Experiment
 
 REPO = Path(__file__).resolve().parents[2]
 EXPERIMENT = REPO / "bench" / "experiments" / "qwen38-27b-gptq-2x3090.yaml"
+# The depth sweep's points: flags rewritten per k by the engine adapters (depth_args).
+DEPTH_EXPERIMENT = REPO / "bench" / "experiments" / "qwen38-27b-gptq-2x3090-depth.yaml"
 
 # The seed report's SGLang MTP command, verbatim (shared/seed-report.md, "Reproduction commands").
 SEED_SGLANG_MTP = [
@@ -53,13 +55,17 @@ def parser_for(engine: str, request: pytest.FixtureRequest) -> UpstreamParser:
     return cli
 
 
+@pytest.mark.parametrize("path", [EXPERIMENT, DEPTH_EXPERIMENT], ids=lambda p: p.stem)
 @pytest.mark.parametrize("engine", ["sglang", "vllm"])
 def test_every_experiment_argv_parses(
-    engine: str, experiment: Experiment, request: pytest.FixtureRequest
+    engine: str, path: Path, request: pytest.FixtureRequest
 ) -> None:
     cli = parser_for(engine, request)
+    experiment = load_experiment(path)
     found = argvs(experiment, engine)
     assert found, f"no {engine} configuration in the experiment"
+    if path == DEPTH_EXPERIMENT:  # the rewritten points are there, not only the originals
+        assert any(c.depth_of for c in experiment.configurations if c.engine == engine)
     for name, args in found:
         try:
             cli.parse(args)

@@ -19,6 +19,7 @@ from upstream_suite import (
     build_tree,
     declared_tests,
     differing,
+    exercises_the_path,
     find_sdist,
     probe_files,
     run_suite,
@@ -170,3 +171,27 @@ def test_runner_runs_upstream_files_from_the_tree_without_the_package_init(
     }, run.tests
     assert (run.passed, run.failed, run.returncode) == (1, 1, 1)
     assert all(t.id.startswith("sglang.srt.configs.test_answer") for t in run.tests)
+
+
+# -- selection by code path (issue 22, item 1) ------------------------------------------------
+
+LMCACHE_TEST = "sglang/srt/mem_cache/storage/lmcache/unit_test.py"
+
+
+def test_upstream_files_are_selected_by_the_path_they_exercise_not_by_an_import(
+    upstream: dict[str, UpstreamSource], tmp_path: Path
+) -> None:
+    """The wheel's LMCache storage test imports ModelConfig (a patched module) but never
+    reaches the draft's quantization: it is not selected. A file naming a field on the path is."""
+    src = upstream["sglang"]
+    lmcache = (src.root / LMCACHE_TEST).read_text(encoding="utf-8")
+    assert "model_config import ModelConfig" in lmcache  # the import that once selected it
+    sel = select_upstream_tests(src.root, PATCHES, src.wheel, src.wheel_sha256, None)
+    assert sel.scanned_test_files > 0
+    assert LMCACHE_TEST not in sel.selected
+    assert sel.selected == [] and sel.needs_gpu == []  # 0.5.19's wheel has none on the path
+    naming = tmp_path / "test_naming.py"
+    naming.write_text("def test_x(a):\n    assert a.speculative_draft_model_quantization\n")
+    importing = tmp_path / "test_importing.py"
+    importing.write_text("from sglang.srt.configs.model_config import ModelConfig\n")
+    assert exercises_the_path(naming) and not exercises_the_path(importing)

@@ -23,12 +23,13 @@ SGLANG_STUBS = (
     "torch", "torchvision", "torchcodec", "triton", "msgspec", "orjson", "json_repair",
     "partial_json_parser", "psutil", "pybase64", "openai", "starlette", "xgrammar", "zmq",
     "transformers", "sgl_kernel", "flashinfer", "fastapi", "uvicorn", "uvloop", "IPython",
+    "PIL",  # pillow came with matplotlib, which the dev environment no longer has
 )  # fmt: skip
 VLLM_STUBS = (
     "torch", "torchaudio", "torchvision", "torchcodec", "triton", "transformers", "av",
     "cachetools", "cbor2", "cloudpickle", "cpuinfo", "cv2", "fastapi", "msgspec", "openai",
     "openai_harmony", "partial_json_parser", "psutil", "pybase64", "runai_model_streamer",
-    "safetensors", "scipy", "snappy", "soundfile", "soxr", "uvloop", "xxhash", "zmq",
+    "safetensors", "scipy", "snappy", "soundfile", "soxr", "uvloop", "xxhash", "zmq", "PIL",
 )  # fmt: skip
 
 

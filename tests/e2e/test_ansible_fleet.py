@@ -32,6 +32,8 @@ from typing import Any
 import pytest
 from test_ansible_fresh_host import ANSIBLE, BASE_IMAGE, REPO, Target, _changed_tasks, _failures
 
+from bench.schema import LOCK_FILE, RunLock, read_payload
+
 PREFIX = "sbfleet-"
 CONFIG = "vllm-dflash"
 SCALES = {"a": 0.25, "b": 0.5, "c": 0.25}
@@ -159,8 +161,17 @@ def test_every_host_runs_and_its_run_is_fetched(first: tuple[Any, Path]) -> None
         arts = run_dir / host / "artifacts"
         assert "SIMULATED" in (run_dir / host / "REPORT.md").read_text()
         assert sorted((arts / "payloads").glob(f"{CONFIG}-c*.json")), host
-        lock = json.loads((arts / "experiment.lock.json").read_text())
-        assert lock, host
+        # Each host's own run came back: its lock carries the overrides that host was given
+        # (host b runs at another time scale than a and c), and every payload is that run's.
+        lock = RunLock.model_validate_json((arts / LOCK_FILE).read_text())
+        assert lock.simulated and lock.launcher == "process", host  # bench_launcher below
+        assert lock.overrides.time_scale == SCALES[host], host
+        assert (lock.overrides.iterations, lock.overrides.warmup) == (3, 0), host
+        for path in sorted((arts / "payloads").glob("*.json")):
+            p = read_payload(path)
+            assert p.evidence.run.run_id == lock.run_id, (host, path.name)
+            assert p.evidence.run.config_name == CONFIG, (host, path.name)
+            assert p.evidence.workload.iterations == 3, (host, path.name)
     fleet_json = json.loads((run_dir / "fleet.json").read_text())
     assert fleet_json["run_id"] == run_dir.name
     assert {h["host"]: h["status"] for h in fleet_json["hosts"]} == dict.fromkeys(SCALES, "ok")

@@ -19,6 +19,8 @@ from typing import Any
 import pytest
 import yaml
 
+from bench.schema import LOCK_FILE, RunLock, read_payload
+
 REPO = Path(__file__).resolve().parents[2]
 ANSIBLE = REPO / "ansible"
 CONFIGS = ["vllm-dflash", "sglang-mtp"]
@@ -140,9 +142,20 @@ def test_report_is_fetched_to_the_controller(site: Site) -> None:
 def test_emulator_ran_in_containers(site: Site, docker_client: Any) -> None:
     expect = json.loads((site.stage / "infra-expect.json").read_text())
     assert docker_client.images.get(expect["emulator_image"])
-    log = site.reports / "e2e" / "localhost" / "artifacts" / "logs" / f"{CONFIGS[0]}.log"
-    log = log.read_text()
+    log_dir = site.reports / "e2e" / "localhost" / "artifacts" / "logs"
+    log = (log_dir / f"{CONFIGS[0]}.log").read_text()
     assert log.strip(), "the container's log is empty"
+    # The run itself says it used containers: the lock's launcher and each payload's launch.
+    arts = log_dir.parent
+    lock = RunLock.model_validate_json((arts / LOCK_FILE).read_text())
+    assert (lock.launcher, lock.simulated) == ("docker", True)
+    payloads = sorted((arts / "payloads").glob("*.json"))
+    assert {p.name.rsplit("-c", 1)[0] for p in payloads} == set(CONFIGS)
+    for path in payloads:
+        launch = read_payload(path).evidence.launch
+        assert launch is not None and launch.launcher == "docker", path.name
+        assert launch.image == expect["emulator_image"], path.name
+        assert launch.docker_run is not None and launch.docker_run.startswith("docker run ")
 
 
 def test_second_provisioning_run_changes_nothing(site: Site) -> None:

@@ -9,9 +9,11 @@ from __future__ import annotations
 from engine_server import GREEDY_TOKENS, P
 from tiny_run import TinyRun
 
-from bench.engines import get_engine
+from bench.engines import get_engine, load_experiment
+from bench.schema import read_payload
 
 VERSION = "0.32.0"
+EXPERIMENT = "bench/experiments/tiny-vllm-cpu.yaml"
 
 
 def test_gpu_argv_serves_and_reports_the_pinned_version(tiny_run: TinyRun) -> None:
@@ -20,6 +22,11 @@ def test_gpu_argv_serves_and_reports_the_pinned_version(tiny_run: TinyRun) -> No
     assert probe.argv[:3] == ["vllm", "serve", "/models/target"]
     assert probe.version == {"version": VERSION}
     engine = get_engine("vllm")
+    # the container ran the adapter's own argv (the harness builds none), as the payloads recorded
+    exp = load_experiment(EXPERIMENT)
+    assert probe.argv == engine.server_argv(exp.configuration("baseline"), exp)
+    launch = read_payload(tiny_run.out / "payloads" / "baseline-c1.json").evidence.launch
+    assert launch is not None and launch.argv == probe.argv
     log = (tiny_run.out / "logs" / "baseline.log").read_text()
     assert engine.version_from_log(log) == VERSION
     assert engine.ready_regex in log

@@ -143,8 +143,9 @@ def test_after_the_fix_list_from_the_artifacts(
         summary=SuiteCounts(passed=2, failed=0, skipped=0, needs_gpu=1, upstream_passed=1,
                             specbench_passed=1),
         selection=UpstreamSelection(artifact="sglang.whl", artifact_sha256="0" * 64, sdist=None,
-                                    scanned_test_files=1, code_path_modules=[], selected=[],
-                                    needs_gpu=[], cpu_runnable=[]),
+                                    scanned_test_files=1, code_path_modules=[],
+                                    selected=["sglang/test_x.py"], needs_gpu=[],
+                                    cpu_runnable=["sglang/test_x.py"]),
         patched=run("patched"), pristine=run("pristine"), differs_without_patch=[],
     ).model_dump(mode="json")  # fmt: skip
     rec = tmp_path / "suite.json"
@@ -178,7 +179,7 @@ def test_after_the_fix_list_from_the_artifacts(
     )
     bad = next(ln for ln in section.splitlines() if "(sglang-mtp-unused) | 1 |" in ln)
     assert "**no**: captured, never used in the measured windows" in bad
-    assert "2 passed, 0 failed; 1 of the passes are from SGLang's own suite" in section
+    assert "2 passed, 0 failed; 1 of the passes are upstream tests of the published" in section
     assert "- passed: `upstream.test_x::test_a`" in section and "test_c" not in section
     assert "does not vouch" not in section
     warn = text.split("### Validity warnings on valid runs")[1].split("###")[0]

@@ -14,10 +14,10 @@ import pytest
 import yaml
 
 from bench.core import SIMULATED_BANNER, sha256_file
-from bench.engines import ContainerSpec, load_experiment
+from bench.engines import ContainerSpec, get_engine, load_experiment
 from bench.matrix import Artifacts, MatrixOptions, run_matrix
 from bench.matrix._launch import ProcessLauncher, Server
-from bench.schema import EXPERIMENTS_DIR, read_payload
+from bench.schema import EXPERIMENTS_DIR, AdmissionCap, read_payload
 
 DUMMY_TOKEN = "hf_dummyTOKENvalue0123456789"
 TIME_SCALE = "0.01"
@@ -62,6 +62,19 @@ def test_matrix_writes_valid_artifacts_and_flags_the_broken_draft(
     assert "7 distinct" in skipped.message
     for name in ("vllm-mtp", "sglang-mtp-stock"):
         assert arts.log(name).read_text().startswith(f"# {SIMULATED_BANNER}")
+    # What was started is recorded when it ran: the report shows it, never rebuilds it.
+    launch = good[0].evidence.launch
+    assert launch is not None and good[1].evidence.launch == launch
+    vllm_mtp = next(c for c in exp.configurations if c.name == "vllm-mtp")
+    assert launch.server_argv == get_engine("vllm").server_argv(vllm_mtp, exp)
+    assert (launch.launcher, launch.docker_run) == ("process", None)
+    assert launch.argv[:4] == ["python", "-m", "bench.emulator", "vllm"]
+    assert launch.admission == AdmissionCap(cap=4, source="flag --max-num-seqs")  # seed flag
+    sglang = bad.evidence.launch
+    assert sglang is not None and sglang.admission is not None
+    line = sglang.admission.source.removeprefix("engine log: ")
+    assert line != sglang.admission.source and line in arts.log("sglang-mtp-stock").read_text()
+    assert f"max_running_requests={sglang.admission.cap}," in line
     assert arts.check_sums() == []
     for f in out.rglob("*"):
         if f.is_file():
@@ -153,7 +166,8 @@ def test_resume_measures_only_the_missing_level_and_keeps_both_logs(tmp_path: Pa
     assert read_payload(arts.payload("vllm-mtp", 2)).evidence.validity.valid
     log = arts.log("vllm-mtp").read_text()
     before, sep, after = log.partition("(--resume) ---")
-    assert sep and before.startswith(first_log.rstrip()) and "vLLM server version" in after
+    assert sep and before.startswith(first_log.rstrip())
+    assert get_engine("vllm").version_from_log(after) is not None  # the restarted server
 
 
 class RecordingLauncher(ProcessLauncher):
@@ -203,4 +217,10 @@ def test_prestart_starts_every_emulator_first_and_keeps_each_log(tmp_path: Path)
     assert "profile sglang-mtp" in (logs / "sglang-mtp.log").read_text()
     assert "profile vllm-baseline" in (logs / "vllm-baseline.log").read_text()
     for k in ("vllm-mtp", "sglang-mtp", "vllm-baseline"):
-        assert read_payload(Artifacts(out).payload(k, 1)).evidence.validity.valid, k
+        p = read_payload(Artifacts(out).payload(k, 1))
+        assert p.evidence.validity.valid, k
+        # the launch record is the prestarted server's own: the port it was measured on
+        launch = p.evidence.launch
+        assert launch is not None, k
+        port = launch.argv[launch.argv.index("--port") + 1]
+        assert p.evidence.run.base_url.endswith(f":{port}"), (k, launch.argv)

@@ -78,5 +78,42 @@ def test_vllm_version_from_startup_line() -> None:
     assert eng.version_from_log("INFO vLLM server version 0.33.0, serving model x") == "0.33.0"
 
 
+# vllm/entrypoints/common/startup.py:19-38 as vLLM 0.33.0 logs it without VLLM_DISABLE_LOG_LOGO:
+# monochrome (docker logs, no tty) and coloured ("\x1b[1m" bold, "\x1b[0m" reset)
+LOGO_MONO = (
+    "(APIServer pid=1) INFO 12-03 10:00:00 [startup.py:38] "
+    " ▄▄ ▄█ █     █     █ ▀▄▀ █  version 0.33.0"
+)
+LOGO_COLOR = (
+    "(APIServer pid=1) INFO 12-03 10:00:00 [startup.py:38] "
+    " \x1b[93m▄▄\x1b[0m \x1b[94m▄█\x1b[0m \x1b[1m█     █     █ ▀▄▀ █\x1b[0m  version "
+    "\x1b[1m0.33.0\x1b[0m"
+)
+
+
+@pytest.mark.parametrize("line", [LOGO_MONO, LOGO_COLOR])
+def test_vllm_version_from_the_ascii_logo(line: str) -> None:
+    assert get_engine("vllm").version_from_log(line) == "0.33.0"
+
+
 def test_cli_engine_choices_are_the_engine_names() -> None:
     assert [e.value for e in EngineChoice] == list(ENGINE_NAMES)
+
+
+@pytest.mark.parametrize("algo", ["MTP", "mtp", "nextn", "EAGLE4"])
+def test_sglang_rejects_an_algorithm_the_pinned_release_does_not_know(algo: str) -> None:
+    """SGLang 0.5.19 stops at start on these (spec_info.py from_string: "Unknown speculative
+    algorithm name"; NEXTN is an alias only in capitals, speculative_hook.py:69)."""
+    cfg = EXP.configuration("sglang-mtp")
+    args = list(cfg.args)
+    args[args.index("--speculative-algorithm") + 1] = algo
+    problems = get_engine("sglang").check(cfg.model_copy(update={"args": args}), EXP)
+    assert any(f"--speculative-algorithm {algo!r} is not an algorithm" in p for p in problems)
+
+
+@pytest.mark.parametrize("algo", ["NEXTN", "EAGLE"])
+def test_sglang_accepts_the_mtp_spellings_of_the_pinned_release(algo: str) -> None:
+    cfg = EXP.configuration("sglang-mtp")
+    args = list(cfg.args)
+    args[args.index("--speculative-algorithm") + 1] = algo
+    assert get_engine("sglang").check(cfg.model_copy(update={"args": args}), EXP) == []

@@ -31,9 +31,18 @@ def test_seed_percentages(a: float, b: float, want: str) -> None:
     assert f"{pct(a, b):.2f}" == want
 
 
-def test_welch_matches_bench_stats() -> None:
+def test_welch_matches_a_reference_computed_by_hand() -> None:
+    """Unequal n (4, 5) and unequal variances (1/60, 1/40), worked out with exact fractions:
+    means 21/20 and 7/5, s^2/n = 1/240 and 1/200, t = -0.35 / sqrt(11/1200) = -3.65563,
+    Welch-Satterthwaite df = 363/52 = 6.98077; two-sided p = 1 - 2 * integral of Student's t
+    density over [0, |t|] (Simpson, 200 000 steps, math.lgamma for the constant), an
+    independent route from bench.core's incomplete beta."""
     a, b = [1.0, 1.2, 0.9, 1.1], [1.3, 1.5, 1.2, 1.6, 1.4]
-    assert welch_samples(a, b) == pytest.approx(welch(a, b).p_value, rel=1e-9)
+    r = welch(a, b)
+    assert r.t == pytest.approx(-3.6556307750697, rel=1e-12)
+    assert r.df == pytest.approx(363 / 52, rel=1e-12)
+    assert r.p_value == pytest.approx(0.0081561708, rel=1e-8)
+    assert welch_samples(a, b) == pytest.approx(0.0081561708, rel=1e-8)
 
 
 def run(key: str, decode: Figure, ttft: Figure | None = None) -> RunView:

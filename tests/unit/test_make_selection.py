@@ -1,0 +1,38 @@
+"""``make test`` (what CI runs) selects no ``gpu``-marked test: those need a GPU host and run
+only on the device machine or through the verify role (issue 22, item 6)."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def make_test_expression() -> str:
+    makefile = (REPO / "Makefile").read_text(encoding="utf-8")
+    recipe = makefile.split("\ntest:", 1)[1].split("\n\n", 1)[0]
+    m = re.search(r' -m "([^"]+)" tests', recipe)
+    assert m, recipe
+    return m.group(1)
+
+
+def collected(expr: str, path: str) -> list[str]:
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider",
+         "-m", expr, path],
+        capture_output=True, text=True, cwd=REPO, check=False, timeout=120,
+    )  # fmt: skip
+    assert proc.returncode in (0, 5), proc.stdout + proc.stderr  # 5: nothing selected
+    return [ln for ln in proc.stdout.splitlines() if "::" in ln]
+
+
+def test_make_test_selects_no_gpu_test() -> None:
+    expr = make_test_expression()
+    gpu = collected("gpu", "tests/infra")
+    assert len(gpu) >= 8, gpu  # the GPU host checks exist
+    selected = collected(expr, "tests/infra")
+    assert selected, "make test selects none of tests/infra"
+    assert not set(gpu) & set(selected), sorted(set(gpu) & set(selected))
