@@ -28,7 +28,14 @@ class VLLM(Engine):
     metrics_path = "/metrics"
     # vllm/entrypoints/serve/instrumentator/basic.py:53-56: {"version": VLLM_VERSION}
     version_path = "/version"
-    version_regex = r"vLLM server version (\S+?),"
+    # Two forms (vllm/entrypoints/serve/utils/api_utils.py:323-343 in 0.26.0): the plain line
+    # "vLLM server version X, serving model M" when no formatter is set or
+    # VLLM_DISABLE_LOG_LOGO, else an ASCII logo whose second row ends "version X" (ANSI colour
+    # codes around X under the colour formatter). A GPU server's log had only the logo.
+    version_regex = (
+        r"(?:vLLM server version |█(?:\x1b\[[0-9;]*m)?\s+version\s+(?:\x1b\[[0-9;]*m)?)"
+        r"(\d+\.\d+\.\d+(?:[\w.+-]*\w)?)"
+    )
     ready_regex = r"Application startup complete"
     plumbing_flags = ("--host", "--port", "--served-model-name")
     admission_flag = "--max-num-seqs"

@@ -73,6 +73,19 @@ def _container_spec(
 ) -> ContainerSpec:
     engine = get_engine(cfg.engine)
     port = free_port()
+    if opts.local_engine:
+        # The engine on this host: it binds the free port itself, on loopback only.
+        argv = engine.server_argv(cfg, exp, host="127.0.0.1", port=port)
+        return ContainerSpec(
+            image=exp.image_for(cfg).ref,
+            entrypoint=argv[:1],
+            command=argv[1:],
+            container_port=port,
+            host_port=port,
+            gpus=exp.image_for(cfg).device == "cuda",
+            ipc_host=False,
+            name=f"specbench-{run_id}-{cfg.name}",
+        )
     if not opts.emulated:
         return engine.container_spec(
             cfg, exp, host_port=port, model_cache=opts.model_cache, run_id=run_id
