@@ -31,11 +31,15 @@ def matrix(
     out: Annotated[Path, typer.Option("--out", help="artifacts folder")],
     only: Annotated[list[str] | None, typer.Option("--only", help="configuration name")] = None,
     resume: Annotated[bool, typer.Option(help="skip configurations already finished")] = False,
-    launcher: Annotated[str, typer.Option(help="docker | process (the emulator, or --local-engine)")] = "docker",
+    launcher: Annotated[
+        str, typer.Option(help="docker | process (the emulator, or --local-engine)")
+    ] = "docker",
     emulate: Annotated[bool, typer.Option(help="run the emulator image instead")] = False,
     local_engine: Annotated[
         bool,
-        typer.Option(help="with --launcher process: run the engine installed here, not the emulator"),
+        typer.Option(
+            help="with --launcher process: run the engine installed here, not the emulator"
+        ),
     ] = False,
     time_scale: Annotated[float | None, typer.Option(help="emulator time scale")] = None,
     allow_unpinned: Annotated[

@@ -110,6 +110,10 @@ class VLLM(Engine):
         severity="info",
     )
 
+    # VLLM_LOG_STATS_INTERVAL, default 10 s (vllm/envs.py:47 in 0.26.0): the cudagraph table
+    # and the SpecDecoding line are logged once per interval (v1/metrics/loggers.py).
+    stats_interval_s = 10.0
+
     def model_args(self, model_path: str) -> list[str]:
         return [model_path]
 

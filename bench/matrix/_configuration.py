@@ -8,12 +8,13 @@ import contextlib
 import shlex
 import signal
 import threading
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 from bench.core import SIMULATED_BANNER, RunError, utc_now, write_text
-from bench.engines import ContainerSpec, get_engine
+from bench.engines import ContainerSpec, LogPattern, get_engine
 from bench.matrix._artifacts import Artifacts
 from bench.matrix._launch import (
     Launcher,
@@ -113,6 +114,34 @@ def _container_spec(
     return spec
 
 
+def level_window(
+    server: Server,
+    mark: int,
+    patterns: tuple[LogPattern, ...],
+    wait_s: float | None,
+    *,
+    poll_s: float = 0.25,
+    slack_s: float = 2.0,
+) -> str:
+    """The log lines of one measured level: from ``mark`` (its start) until each periodic stats
+    line in ``patterns`` has been logged once after it, waiting at most one stats interval
+    (``wait_s`` plus ``slack_s``). An engine that logs its graph use and acceptance length every
+    10 s logs nothing inside a window of a few seconds; the record after it covers the window's
+    last steps (and no later level's: the next level starts after it)."""
+    deadline = time.monotonic() + (wait_s or 0.0) + slack_s
+    while True:
+        window = server.log_text()[mark:]
+        lines = window.splitlines()
+        if (
+            not wait_s
+            or all(any(p.search(line) for line in lines) for p in patterns)
+            or not server.alive()
+            or time.monotonic() > deadline
+        ):
+            return window
+        time.sleep(poll_s)
+
+
 @dataclass(frozen=True)
 class RunContext:
     """What every configuration of one matrix run shares."""
@@ -170,6 +199,8 @@ def run_configuration(ctx: RunContext, cfg: Configuration, outcome: Outcome) -> 
         if sampler is None and not opts.emulated:
             progress.log(f"{cfg.name}: {started.reason}")
         expected = cfg.expect_invalid is not None
+        # A real engine's periodic stats lines come after a short window: wait one interval.
+        stats_wait = None if opts.emulated else engine.stats_interval_s
         for k in exp.levels_for(cfg):
             if opts.resume and arts.finished(cfg.name, [k], accept_invalid=expected):
                 # An interrupted configuration resumes at the level in flight: finished
@@ -217,8 +248,8 @@ def run_configuration(ctx: RunContext, cfg: Configuration, outcome: Outcome) -> 
             if interrupted.is_set():  # never write a payload whose measurement was cut short
                 raise KeyboardInterrupt
             done += warmup + iterations
+            window = level_window(server, mark, engine.periodic_patterns(cfg), stats_wait)
             log = server.log_text()
-            window = log[mark:]
             findings = scan_log(log, engine.load_patterns, cfg.speculative)
             graphs = None
             if engine.graph_patterns is not None:

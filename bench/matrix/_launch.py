@@ -159,7 +159,11 @@ class ProcessLauncher:
 
     def start(self, spec: ContainerSpec, log_path: Path) -> ProcessServer:
         argv = [*spec.entrypoint, *spec.command]
-        if not self.engine and argv[:3] != ["python", "-m", "bench.emulator"] and argv[0] != "python":
+        if (
+            not self.engine
+            and argv[:3] != ["python", "-m", "bench.emulator"]
+            and argv[0] != "python"
+        ):
             argv = ["python", "-m", "bench.emulator", *argv]
         if argv[0] == "python":
             argv[0] = sys.executable
