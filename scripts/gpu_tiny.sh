@@ -8,11 +8,12 @@
 # workplace's device tool, each as `bash .gpu/sh/gpu_tiny.sh <step>` with the carry named):
 #   1. scripts/gpu_tiny.sh prepare            here: .gpu/{c1,c2,whl,tiny,proj,sh} (git-ignored)
 #   2. stage          carry [.gpu/c1, .gpu/sh]:                 C.tar.xz into ~/vllm (~2 min)
-#   3. run 1          carry [.gpu/c2, .gpu/whl, .gpu/tiny, .gpu/proj, .gpu/sh]:
-#                     install, then the first configurations      (<= 9 min)
-#   4. run 2 report   same carry: the rest (--resume), the report  (<= 9 min)
-#   5. scripts/gpu_tiny.sh unpack FILES_AT    here: the tarballs from $OUT into /tmp/gpu-tiny
-# Calls 2-4 must follow each other within the machine's 30 s warm window: ~ is lost after it.
+#   3. run tiny-vllm-gpu 1   carry [.gpu/c2, .gpu/whl, .gpu/tiny, .gpu/proj, .gpu/sh]:
+#                     install, then the first configurations             (4.3 min)
+#   4. run tiny-vllm-gpu 2   same carry: the rest (--resume), the recorder, the report (3.3 min)
+#   5. run tiny-vllm-gpu-dflash all, run tiny-vllm-gpu-mtp all   same carry: DFlash, MTP
+#   6. scripts/gpu_tiny.sh unpack FILES_AT    here: the tarballs from $OUT into /tmp/gpu-tiny
+# Calls 2-5 must follow each other within the machine's 30 s warm window: ~ is lost after it.
 # Nothing fetched is committed: prepare downloads the pinned wheels with pip every time.
 set -euo pipefail
 
@@ -27,7 +28,8 @@ DEPS=(annotated_types==0.8.0 apache_tvm_ffi==0.1.10 blake3==1.0.11 cachetools==8
   partial_json_parser==0.2.1.1.post7 prometheus_fastapi_instrumentator==8.1.0 pybase64==1.5.1
   pydantic==2.14.4 pydantic_core==2.50.5 python_multipart==0.0.34 pyzmq==27.3.0
   setproctitle==1.3.8 sniffio==1.3.1 starlette==1.10.0 typing_inspection==0.4.5 uvicorn==0.55.0
-  watchfiles==1.3.0 xgrammar==0.2.7)
+  watchfiles==1.3.0 xgrammar==0.2.7
+  compressed_tensors==0.17.0 loguru==0.7.3) # the last two: Qwen3-Next (MTP) imports fused_moe
 # Left out of the wheel, each checked in its source: FA2 (imported in a try; SM90 takes FA3),
 # the MoE ops (contextlib.suppress(ImportError); the tiny model is dense), the Rust frontend
 # (VLLM_USE_RUST_FRONTEND only), DeepGEMM's builds for other CPython versions.
@@ -35,7 +37,7 @@ EXCLUDE=(vllm/_C_stable_libtorch.abi3.so vllm/vllm_flash_attn/_vllm_fa2_C.abi3.s
   vllm/_moe_C_stable_libtorch.abi3.so vllm/vllm-rs 'vllm/third_party/deep_gemm/_C.cpython-310-*'
   'vllm/third_party/deep_gemm/_C.cpython-311-*' 'vllm/third_party/deep_gemm/_C.cpython-313-*'
   'vllm/third_party/deep_gemm/_C.cpython-314-*')
-ART=~/art     # the matrix's artifacts on the device machine (kept between warm calls)
+ART=~/art     # the matrices' artifacts on the device machine, one folder per experiment
 ONLY1=(baseline self-draft partial-draft)
 
 prepare() {
@@ -85,10 +87,11 @@ stage() {
 
 install() {
   [ -f ~/vllm/vllm/_C_stable_libtorch.abi3.so ] || { echo "stage first (C.tar.xz)"; exit 3; }
-  if [ ! -f ~/vllm/vllm/__init__.py ]; then
+  if [ ! -f ~/site/.installed ]; then
     tar xJf .gpu/c2/B.tar.xz -C ~/vllm
     python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
       --target ~/site .gpu/whl/*.whl
+    touch ~/site/.installed
   fi
   # `vllm serve MODEL ...` (the argv specbench builds) through the API server module: the
   # unpacked wheel has no console script, and vllm.entrypoints.cli.main imports the
@@ -104,14 +107,16 @@ EOF
   rm -rf /models && ln -s "$(pwd)/.gpu/tiny" /models
 }
 
-matrix() {
+matrix() { # matrix EXPERIMENT [--only NAME ...]
+  local exp=$1
+  shift
   (cd .gpu/proj && timeout "${BUDGET_S:-500}" python3 -m bench matrix \
-    bench/experiments/tiny-vllm-gpu.yaml --out $ART --launcher process --local-engine \
+    "bench/experiments/$exp.yaml" --out "$ART/$exp" --launcher process --local-engine \
     --allow-unpinned --model-cache /models --no-progress --resume "$@") || true
 }
 
 collect() {
-  # $OUT: at most 8 files, 2 folders deep; tar the artifacts, keep the logs readable
+  # $OUT: at most 8 files, 2 folders deep; tar the artifacts, keep the console log readable
   mkdir -p "$OUT"
   tar czf "$OUT/art.tgz" -C ~ art
   if [ -d ~/report ]; then tar czf "$OUT/report.tgz" -C ~ report; fi
@@ -119,23 +124,26 @@ collect() {
   cp ~/console.log "$OUT/" 2>/dev/null || true
 }
 
-run() {
+run() { # run EXPERIMENT PART: PART 1 = the first configurations only, 2 = the rest, the
+  #       recorder and the report, all = every configuration and the report
+  local exp=${1:?experiment} part=${2:-all} only=() t0=$SECONDS
   device_env
-  local t0=$SECONDS
   install 2>&1 | tee -a ~/console.log
   echo "install: $((SECONDS - t0)) s" | tee -a ~/console.log
-  local only=()
-  if [ "${1:-}" = 1 ]; then
+  if [ "$part" = 1 ]; then
     for c in "${ONLY1[@]}"; do only+=(--only "$c"); done
   fi
-  matrix "${only[@]}" 2>&1 | tee -a ~/console.log
-  if [ "${2:-}" = report ]; then
+  matrix "$exp" "${only[@]}" 2>&1 | tee -a ~/console.log
+  if [ "$part" = 2 ]; then
     (cd .gpu/proj && timeout 300 python3 tests/gpu/record_vllm_gpu.py --out ~/rec) 2>&1 |
-      tee -a ~/console.log
-    (cd .gpu/proj && python3 -m bench report $ART --out ~/report) 2>&1 | tee -a ~/console.log
+      tee -a ~/console.log || true
+  fi
+  if [ "$part" != 1 ]; then
+    (cd .gpu/proj && python3 -m bench report "$ART/$exp" --out ~/report/"$exp") 2>&1 |
+      tee -a ~/console.log || true
   fi
   nvidia-smi >>~/console.log 2>&1 || true
-  echo "step: $((SECONDS - t0)) s" | tee -a ~/console.log
+  echo "$exp part $part: $((SECONDS - t0)) s" | tee -a ~/console.log
   collect
 }
 
@@ -151,5 +159,5 @@ prepare) prepare "${2:-}" ;;
 stage) stage ;;
 run) run "${2:-}" "${3:-}" ;;
 unpack) unpack "${2:-}" ;;
-*) sed -n '2,17p' "$0" && exit 2 ;;
+*) sed -n '2,18p' "$0" && exit 2 ;;
 esac

@@ -1,12 +1,16 @@
 """Turn a fetched GPU tiny run (scripts/gpu_tiny.sh unpack: art/, rec/, report/) into the
 repository's recordings and worked example, trimmed to a few hundred KB:
 
-    python3 scripts/gpu_tiny_fixtures.py /tmp/gpu-tiny
+    python3 scripts/gpu_tiny_fixtures.py SRC [SRC ...]
+
+Each SRC is an unpacked fetch: art/ and report/ hold one folder per experiment (art/<name>/);
+the first call of 2026-12-03 wrote tiny-vllm-gpu's flat (art/payloads, report/REPORT.md).
 
 tests/fixtures/vllm-gpu/  hardware.json, payloads (a subset), logs without the access and
                           route lines, the recorder's stream, logprobs stream, metrics (vllm:*
                           families only), log and version
-docs/gpu-tiny-example/    REPORT.md and its charts, as `specbench report` wrote them
+docs/gpu-tiny-example/    REPORT.md and its charts, as `specbench report` wrote them, one
+                          folder per experiment besides the main one
 """
 
 from __future__ import annotations
@@ -19,8 +23,14 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 FIXTURES = REPO / "tests" / "fixtures" / "vllm-gpu"
 DOCS = REPO / "docs" / "gpu-tiny-example"
-PAYLOADS = ("baseline-c1", "self-draft-c1", "self-draft-c4", "partial-draft-c1", "eager-c1")
-LOGS = ("baseline", "self-draft", "eager")
+MAIN = "tiny-vllm-gpu"
+# per experiment: the payloads and logs kept (prefixed with the experiment's method when not
+# the main experiment's)
+PAYLOADS = {
+    MAIN: ("baseline-c1", "self-draft-c1", "self-draft-c4", "partial-draft-c1", "eager-c1"),
+    "tiny-vllm-gpu-dflash": ("dflash-c1",),
+}
+LOGS = {MAIN: ("baseline", "self-draft", "eager"), "tiny-vllm-gpu-dflash": ("dflash",)}
 # uvicorn's access lines, the route table and tqdm's 0% bars: nothing specbench reads
 NOISE = re.compile(r'"(GET|POST) /|\] Route: /|: +0%\|')
 
@@ -38,17 +48,31 @@ def vllm_families(metrics: str) -> str:
     return "".join(keep)
 
 
-def main(src: Path) -> int:
-    FIXTURES.mkdir(parents=True, exist_ok=True)
-    (FIXTURES / "payloads").mkdir(exist_ok=True)
-    (FIXTURES / "logs").mkdir(exist_ok=True)
-    shutil.copy(src / "art" / "hardware.json", FIXTURES / "hardware.json")
-    for name in PAYLOADS:
-        shutil.copy(src / "art" / "payloads" / f"{name}.json", FIXTURES / "payloads")
-    for name in LOGS:
-        text = (src / "art" / "logs" / f"{name}.log").read_text(encoding="utf-8")
-        (FIXTURES / "logs" / f"{name}.log").write_text(trim_log(text), encoding="utf-8")
-    rec = src / "rec"
+def experiment(src: Path, name: str) -> tuple[Path, Path] | None:
+    """(artifacts, report) folders of experiment ``name`` in one fetch, if it is there."""
+    if (src / "art" / name / "payloads").is_dir():
+        return src / "art" / name, src / "report" / name
+    if name == MAIN and (src / "art" / "payloads").is_dir():
+        return src / "art", src / "report"
+    return None
+
+
+def copy_run(art: Path, report: Path, name: str) -> None:
+    if name == MAIN:
+        shutil.copy(art / "hardware.json", FIXTURES / "hardware.json")
+    for payload in PAYLOADS.get(name, ()):
+        shutil.copy(art / "payloads" / f"{payload}.json", FIXTURES / "payloads")
+    for log in LOGS.get(name, ()):
+        text = (art / "logs" / f"{log}.log").read_text(encoding="utf-8")
+        (FIXTURES / "logs" / f"{log}.log").write_text(trim_log(text), encoding="utf-8")
+    docs = DOCS if name == MAIN else DOCS / name.removeprefix(MAIN + "-")
+    docs.mkdir(parents=True, exist_ok=True)
+    for f in report.iterdir() if report.is_dir() else ():
+        if f.suffix in (".md", ".png"):
+            shutil.copy(f, docs / f.name)
+
+
+def copy_recorder(rec: Path) -> None:
     for name in ("stream.sse", "stream-chunks.json", "stream-logprobs.sse", "version.json"):
         shutil.copy(rec / name, FIXTURES / name)
     shutil.copy(rec / "recording.json", FIXTURES / "recording.json")
@@ -56,14 +80,22 @@ def main(src: Path) -> int:
     (FIXTURES / "logs" / "spec-server.log").write_text(trim_log(log), encoding="utf-8")
     metrics = (rec / "metrics.txt").read_text(encoding="utf-8")
     (FIXTURES / "metrics.txt").write_text(vllm_families(metrics), encoding="utf-8")
-    DOCS.mkdir(parents=True, exist_ok=True)
-    for f in (src / "report").iterdir():
-        if f.suffix in (".md", ".png"):
-            shutil.copy(f, DOCS / f.name)
+
+
+def main(sources: list[Path]) -> int:
+    (FIXTURES / "payloads").mkdir(parents=True, exist_ok=True)
+    (FIXTURES / "logs").mkdir(exist_ok=True)
+    for src in sources:
+        for name in PAYLOADS:
+            found = experiment(src, name)
+            if found is not None:
+                copy_run(*found, name)
+        if (src / "rec" / "stream.sse").is_file():
+            copy_recorder(src / "rec")
     total = sum(f.stat().st_size for f in FIXTURES.rglob("*") if f.is_file())
     print(f"{FIXTURES}: {total // 1024} KiB")
     return 0
 
 
 if __name__ == "__main__":
-    raise SystemExit(main(Path(sys.argv[1])))
+    raise SystemExit(main([Path(a) for a in sys.argv[1:]]))

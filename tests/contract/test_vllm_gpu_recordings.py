@@ -275,3 +275,35 @@ def test_partial_draft_on_the_gpu() -> None:
     assert acc is not None and 0.0 < acc.acceptance_rate < 1.0
     per_pos = acc.accepted_per_position
     assert per_pos == sorted(per_pos, reverse=True)
+
+
+# -- DFlash (tiny-vllm-gpu-dflash: the chain target and its copy draft) --------------------------
+
+
+def test_dflash_runs_on_the_v2_model_runner_with_its_own_graphs() -> None:
+    """Unlike draft_model and ngram, DFlash kept 0.26.0's V2 model runner: the speculator
+    captures its own FULL graphs (vllm/v1/worker/gpu/spec_decode/dflash/speculator.py:127 in
+    0.26.0) before the
+    runner's capture line."""
+    text = log("dflash")
+    assert V1_FALLBACK not in text
+    assert "Capturing model for DFlash speculator" in text
+    captured = [
+        m for m in records(text, "Graph capturing finished") if GRAPHS.captured.search(m[0])
+    ]
+    assert [m["file"] for m in captured] == ["model_runner.py"]
+    assert VLLM.version_from_log(text) == "0.26.0"
+
+
+def test_dflash_copy_draft_accepts_exactly_its_first_token() -> None:
+    """bench/tinymodel/_dflash.py: against the chain target, draft token 1 is always right and
+    tokens 2..k always wrong, on any backend (the chain's margin dwarfs bf16 rounding)."""
+    p = payload("dflash-c1")
+    assert p.backend == "cuda" and p.evidence.validity.valid
+    for it in p.evidence.iterations:
+        if it.warmup:
+            continue
+        acc = it.acceptance
+        assert acc is not None and acc.drafts > 0
+        assert acc.accepted_per_position == [acc.drafts, 0, 0]
+        assert acc.mean_acceptance_length == 2.0

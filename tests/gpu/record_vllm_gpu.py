@@ -105,7 +105,9 @@ def main() -> int:
         # several requests at once, so the cudagraph table has batch sizes above 1
         with httpx.Client(timeout=120) as client, ThreadPoolExecutor(4) as pool:
             url = base + "/v1/chat/completions"
-            list(pool.map(lambda _: client.post(url, json={**body, "stream": False}), range(8)))
+            # stream_options only with stream: vLLM answers 400 to it on a plain request
+            plain = {k: v for k, v in body.items() if k != "stream_options"} | {"stream": False}
+            list(pool.map(lambda _: client.post(url, json=plain), range(8)))
         time.sleep(11)  # one stats interval (VLLM_LOG_STATS_INTERVAL, 10 s): the logged tables
         (out / "metrics.txt").write_text(httpx.get(base + "/metrics", timeout=10).text)
         (out / "version.json").write_text(httpx.get(base + "/version", timeout=10).text + "\n")
