@@ -130,7 +130,9 @@ run() { # run EXPERIMENT PART: PART 1 = the first configurations only, 2 = the r
   device_env
   install 2>&1 | tee -a ~/console.log
   echo "install: $((SECONDS - t0)) s" | tee -a ~/console.log
-  if [ "$part" = 1 ]; then
+  if [ -n "${ONLY:-}" ]; then # ONLY="a b": just these configurations
+    for c in $ONLY; do only+=(--only "$c"); done
+  elif [ "$part" = 1 ]; then
     for c in "${ONLY1[@]}"; do only+=(--only "$c"); done
   fi
   matrix "$exp" "${only[@]}" 2>&1 | tee -a ~/console.log

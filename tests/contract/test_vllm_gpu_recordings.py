@@ -22,12 +22,12 @@ from __future__ import annotations
 import io
 import json
 import re
-import sys
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
+from oracles import SELF_DRAFT_MIN_ACCEPTANCE
 from prometheus_client.parser import text_string_to_metric_families
 
 from bench.emulator import formats, serve_in_thread
@@ -36,9 +36,6 @@ from bench.engines import get_engine
 from bench.measure import graph_check
 from bench.measure._client import RawResponse, interpret_chat_stream
 from bench.schema import Payload
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from oracles import SELF_DRAFT_MIN_ACCEPTANCE
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "vllm-gpu"
 VLLM = get_engine("vllm")
