@@ -31,6 +31,8 @@ PAYLOADS = {
     "tiny-vllm-gpu-dflash": ("dflash-c1",),
 }
 LOGS = {MAIN: ("baseline", "self-draft", "eager"), "tiny-vllm-gpu-dflash": ("dflash",)}
+# tiny-vllm-gpu-mtp's server exited at start: its log up to the first traceback's end
+REFUSED = ("tiny-vllm-gpu-mtp", "mtp", "mtp-refused", 62)
 # uvicorn's access lines, the route table and tqdm's 0% bars: nothing specbench reads
 NOISE = re.compile(r'"(GET|POST) /|\] Route: /|: +0%\|')
 
@@ -90,6 +92,11 @@ def main(sources: list[Path]) -> int:
             found = experiment(src, name)
             if found is not None:
                 copy_run(*found, name)
+        exp, log, name, lines = REFUSED
+        refused = src / "art" / exp / "logs" / f"{log}.log"
+        if refused.is_file() and not (src / "art" / exp / "payloads").is_dir():
+            head = "".join(refused.read_text(encoding="utf-8").splitlines(keepends=True)[:lines])
+            (FIXTURES / "logs" / f"{name}.log").write_text(trim_log(head), encoding="utf-8")
         if (src / "rec" / "stream.sse").is_file():
             copy_recorder(src / "rec")
     total = sum(f.stat().st_size for f in FIXTURES.rglob("*") if f.is_file())

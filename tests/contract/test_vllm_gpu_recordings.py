@@ -304,3 +304,22 @@ def test_dflash_copy_draft_accepts_exactly_its_first_token() -> None:
         assert acc is not None and acc.drafts > 0
         assert acc.accepted_per_position == [acc.drafts, 0, 0]
         assert acc.mean_acceptance_length == 2.0
+
+
+# -- MTP (tiny-vllm-gpu-mtp: the Qwen3-Next chain target with one MTP layer) ---------------------
+
+
+def test_mtp_seed_shape_is_normalised_then_the_dense_tiny_target_is_refused() -> None:
+    """The seed's '{"method":"qwen3_next_mtp"}' reached vLLM 0.26.0 and was renamed to mtp (the
+    line specbench's mtp_method_renamed pattern reads, here from a real server); the engine
+    then refused the tiny target: Qwen3NextForCausalLM.set_moe_parameters
+    (vllm/model_executor/models/qwen3_next.py:745-756 in 0.26.0) needs at least one sparse-MoE
+    layer, and the tiny target's MLPs are dense (num_experts 0). A Qwen3-Next target for this
+    engine needs one MoE layer."""
+    text = log("mtp-refused")
+    renamed = next(p for p in VLLM.load_patterns if p.code == "mtp_method_renamed")
+    hits = [m for line in text.splitlines() if (m := renamed.search(line))]
+    assert [m.group(1) for m in hits] == ["qwen3_next_mtp"]
+    assert "Resolved architecture: Qwen3NextMTP" in text
+    assert "RuntimeError: No Qwen3Next layer found in the model.layers." in text
+    assert VLLM.version_from_log(text) == "0.26.0"
