@@ -2,7 +2,7 @@
 # The GPU tiny experiment (bench/experiments/tiny-vllm-gpu.yaml) on the lent H200, end to end:
 # vLLM 0.26.0 from PyPI, unpacked on a device machine that has torch 2.11.0+cu130 and no network,
 # `specbench matrix --launcher process --local-engine`, `specbench report`, and the result
-# brought back. docs/gpu-tiny-example.md is the report it made, with the device minutes used.
+# brought back. docs/gpu-tiny-example/ holds the reports it made and the device minutes used.
 #
 # Steps (prepare and unpack run here; stage and run run on the device machine, through the
 # workplace's device tool, each as `bash .gpu/sh/gpu_tiny.sh <step>` with the carry named):
