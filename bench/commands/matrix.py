@@ -31,8 +31,16 @@ def matrix(
     out: Annotated[Path, typer.Option("--out", help="artifacts folder")],
     only: Annotated[list[str] | None, typer.Option("--only", help="configuration name")] = None,
     resume: Annotated[bool, typer.Option(help="skip configurations already finished")] = False,
-    launcher: Annotated[str, typer.Option(help="docker | process (emulator only)")] = "docker",
+    launcher: Annotated[
+        str, typer.Option(help="docker | process (the emulator, or --local-engine)")
+    ] = "docker",
     emulate: Annotated[bool, typer.Option(help="run the emulator image instead")] = False,
+    local_engine: Annotated[
+        bool,
+        typer.Option(
+            help="with --launcher process: run the engine installed here, not the emulator"
+        ),
+    ] = False,
     time_scale: Annotated[float | None, typer.Option(help="emulator time scale")] = None,
     allow_unpinned: Annotated[
         bool, typer.Option(help="run images/models whose pins are 'unresolved' (by tag)")
@@ -58,6 +66,7 @@ def matrix(
             resume=resume,
             launcher="docker" if launcher == "docker" else "process",
             emulate=emulate,
+            local_engine=local_engine,
             time_scale=time_scale,
             allow_unpinned=allow_unpinned,
             model_cache=model_cache or DEFAULT_MODEL_CACHE,

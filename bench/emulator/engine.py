@@ -442,7 +442,7 @@ class EmulatedEngine:
 
     def _engine_error_line(self, message: str) -> str:
         if self.profile.engine == "vllm":
-            return formats.vllm_log("EngineCore_DP0", _pid(), "ERROR", "core.py:0", message)
+            return formats.vllm_log("EngineCore", _pid(), "ERROR", "core.py:0", message)
         return formats.sglang_log(message, tp_rank=0)
 
     # ---------------------------------------------------------------- periodic logs

@@ -464,8 +464,10 @@ VLLM_EAGER_LINE: Final = ("vllm.py:2005", "Cudagraph is disabled under eager mod
 #: --cudagraph-metrics: vllm/compilation/cuda_graph.py:40-124, logged by
 #: v1/metrics/loggers.py:343-344 each stats interval. One multi-line record; vLLM's
 #: NewLineFormatter (logging_utils/formatter.py:74-77) repeats the record prefix on every line.
+#: The record's [file:line] is cuda_graph.py:123, where log_fn (logger.info) is called, not the
+#: caller in loggers.py: the H200 run of 0.26.0 logged "[cuda_graph.py:123]" on every line.
 VLLM_CUDAGRAPH_SETTINGS: Final = (
-    "loggers.py:344",
+    "cuda_graph.py:123",
     "**CUDAGraph Config Settings:**\n\n- Mode: %s\n- Capture sizes: %s\n\n**CUDAGraph Stats:**\n\n",
 )
 VLLM_CUDAGRAPH_COLUMNS: Final = (

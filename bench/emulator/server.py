@@ -32,6 +32,13 @@ from bench.emulator.tokens import RULE, completion_text, count_prompt_tokens
 ENGINE_KEY: web.AppKey[EmulatedEngine] = web.AppKey("engine", EmulatedEngine)
 
 
+def _vllm_worker(rank: int, tensor_parallel: int) -> str:
+    """The process that logs a vLLM worker's lines: the engine core itself at TP 1 (the
+    uniprocess executor; an H200 run of 0.26.0 logged "(EngineCore pid=N)", no _DP0), a
+    Worker_TP<rank> process per GPU beyond that (the multiprocess executor)."""
+    return "EngineCore" if tensor_parallel == 1 else f"Worker_TP{rank}"
+
+
 class EmulatorServer:
     """One emulated engine: socket, lifecycle task, engine task, HTTP app."""
 
@@ -153,7 +160,7 @@ class EmulatorServer:
         elapsed = p.load_s * p.time_scale * 0.8
         if p.engine == "vllm":
             for rank in range(p.tensor_parallel):
-                proc = f"Worker_TP{rank}"
+                proc = _vllm_worker(rank, p.tensor_parallel)
                 src, tmpl = formats.VLLM_LOADING_WEIGHTS
                 self._vlog(src, tmpl % elapsed, proc)
                 src, tmpl = formats.VLLM_MODEL_LOADING
@@ -162,7 +169,9 @@ class EmulatorServer:
                 for rank in range(p.tensor_parallel):
                     src, tmpl = formats.VLLM_GRAPH_CAPTURED_LINE
                     self._vlog(
-                        src, tmpl % (p.load_s * p.time_scale * 0.1, 0.45), f"Worker_TP{rank}"
+                        src,
+                        tmpl % (p.load_s * p.time_scale * 0.1, 0.45),
+                        _vllm_worker(rank, p.tensor_parallel),
                     )
             return
         broken = p.has(FailMode.ZERO_ACCEPTANCE) and p.spec is not None and p.spec.method == "mtp"
@@ -243,7 +252,7 @@ class EmulatorServer:
     def _crash_lines(self) -> None:
         msg = "RuntimeError: SIMULATED startup failure (emulator failure mode crash_at_start)"
         if self.profile.engine == "vllm":
-            self.log(formats.vllm_log("EngineCore_DP0", os.getpid(), "ERROR", "core.py:0", msg))
+            self.log(formats.vllm_log("EngineCore", os.getpid(), "ERROR", "core.py:0", msg))
         else:
             self.log(formats.sglang_log(f"Scheduler hit an exception: {msg}", tp_rank=0))
 

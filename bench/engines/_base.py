@@ -153,6 +153,9 @@ class Engine:
     graph_patterns: GraphPatterns | None = None
     #: a periodic line carrying the engine's own acceptance length (group 1)
     accept_length_pattern: LogPattern | None = None
+    #: seconds between the engine's periodic stats records (graph use, acceptance length), when
+    #: they are time-based: a measured window shorter than this logs none of its own
+    stats_interval_s: float | None = None
     #: observability flags the emulator is told about, so it logs what the server would
     emulator_passthrough: tuple[str, ...] = ()
     version_regex: str = ""
@@ -297,6 +300,19 @@ class Engine:
             run_id=run_id,
         )
         return spec.run_line()
+
+    def periodic_patterns(self, cfg: Configuration) -> tuple[LogPattern, ...]:
+        """The periodic lines ``cfg``'s server logs about its measured steps: graph use (when
+        logged without a flag, or the flag is set) and, with speculation, acceptance length."""
+        found: list[LogPattern] = []
+        g = self.graph_patterns
+        if g is not None and (
+            g.use_needs_flag is None or flag_value(cfg.args, g.use_needs_flag) is not None
+        ):
+            found.append(g.use)
+        if cfg.speculative and self.accept_length_pattern is not None:
+            found.append(self.accept_length_pattern)
+        return tuple(found)
 
     def version_from_log(self, text: str) -> str | None:
         m = re.search(self.version_regex, text) if self.version_regex else None

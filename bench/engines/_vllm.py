@@ -28,11 +28,14 @@ class VLLM(Engine):
     metrics_path = "/metrics"
     # vllm/entrypoints/serve/instrumentator/basic.py:53-56: {"version": VLLM_VERSION}
     version_path = "/version"
-    # vllm/entrypoints/common/startup.py:16-38: "vLLM server version %s, ..." only with
-    # VLLM_DISABLE_LOG_LOGO=1 (our CPU image); else an ASCII logo whose line reads "... █  version
-    # %s", with ANSI colours around the pieces when the formatter is "color" (:26-34)
+    # Two forms: the plain line "vLLM server version X, serving model M" only with
+    # VLLM_DISABLE_LOG_LOGO=1 (our CPU image), else an ASCII logo whose row reads "... █  version
+    # X", with ANSI colours around the pieces under the "color" formatter
+    # (vllm/entrypoints/common/startup.py:16-38 in 0.33.0; serve/utils/api_utils.py:323-343 in
+    # 0.26.0, whose GPU server log had only the logo).
     version_regex = (
-        r"(?:vLLM server version |█(?:\x1b\[[\d;]*m)?  version (?:\x1b\[[\d;]*m)?)([^\s,\x1b]+)"
+        r"(?:vLLM server version |█(?:\x1b\[[0-9;]*m)?\s+version\s+(?:\x1b\[[0-9;]*m)?)"
+        r"(\d+\.\d+\.\d+(?:[\w.+-]*\w)?)"
     )
     ready_regex = r"Application startup complete"
     plumbing_flags = ("--host", "--port", "--served-model-name")
@@ -115,6 +118,10 @@ class VLLM(Engine):
         source="vllm/v1/spec_decode/metrics.py:120",
         severity="info",
     )
+
+    # VLLM_LOG_STATS_INTERVAL, default 10 s (vllm/envs.py:47 in 0.26.0): the cudagraph table
+    # and the SpecDecoding line are logged once per interval (v1/metrics/loggers.py).
+    stats_interval_s = 10.0
 
     def model_args(self, model_path: str) -> list[str]:
         return [model_path]

@@ -8,13 +8,21 @@ import contextlib
 import shlex
 import signal
 import threading
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
 from bench.core import SIMULATED_BANNER, RunError, utc_now, write_text
-from bench.engines import ContainerSpec, Engine, cpu_kernel_from_log, flag_value, get_engine
+from bench.engines import (
+    ContainerSpec,
+    Engine,
+    LogPattern,
+    cpu_kernel_from_log,
+    flag_value,
+    get_engine,
+)
 from bench.matrix._artifacts import Artifacts
 from bench.matrix._launch import (
     Launcher,
@@ -77,6 +85,19 @@ def _container_spec(
 ) -> ContainerSpec:
     engine = get_engine(cfg.engine)
     port = free_port()
+    if opts.local_engine:
+        # The engine on this host: it binds the free port itself, on loopback only.
+        argv = engine.server_argv(cfg, exp, host="127.0.0.1", port=port)
+        return ContainerSpec(
+            image=exp.image_for(cfg).ref,
+            entrypoint=argv[:1],
+            command=argv[1:],
+            container_port=port,
+            host_port=port,
+            gpus=exp.image_for(cfg).device == "cuda",
+            ipc_host=False,
+            name=f"specbench-{run_id}-{cfg.name}",
+        )
     if not opts.emulated:
         return engine.container_spec(
             cfg, exp, host_port=port, model_cache=opts.model_cache, run_id=run_id
@@ -134,6 +155,34 @@ def launch_record(
         docker_run=spec.run_line() if launcher == "docker" else None,
         admission=admission,
     )
+
+
+def level_window(
+    server: Server,
+    mark: int,
+    patterns: tuple[LogPattern, ...],
+    wait_s: float | None,
+    *,
+    poll_s: float = 0.25,
+    slack_s: float = 2.0,
+) -> str:
+    """The log lines of one measured level: from ``mark`` (its start) until each periodic stats
+    line in ``patterns`` has been logged once after it, waiting at most one stats interval
+    (``wait_s`` plus ``slack_s``). An engine that logs its graph use and acceptance length every
+    10 s logs nothing inside a window of a few seconds; the record after it covers the window's
+    last steps (and no later level's: the next level starts after it)."""
+    deadline = time.monotonic() + (wait_s or 0.0) + slack_s
+    while True:
+        window = server.log_text()[mark:]
+        lines = window.splitlines()
+        if (
+            not wait_s
+            or all(any(p.search(line) for line in lines) for p in patterns)
+            or not server.alive()
+            or time.monotonic() > deadline
+        ):
+            return window
+        time.sleep(poll_s)
 
 
 @dataclass(frozen=True)
@@ -225,6 +274,11 @@ def run_configuration(ctx: RunContext, cfg: Configuration, outcome: Outcome) -> 
         if sampler is None and not opts.emulated:
             progress.log(f"{cfg.name}: {started.reason}")
         expected = cfg.expect_invalid is not None
+        # A real GPU engine's periodic stats lines (graph use, acceptance length) come after a
+        # short window: wait one interval. Not on a CPU image (the engine tier): no graphs to
+        # see, and up to 12 s a level of CI time for an acceptance-length cross-check.
+        on_gpu = image.device == "cuda"
+        stats_wait = engine.stats_interval_s if on_gpu and not opts.emulated else None
         for k in exp.levels_for(cfg):
             if opts.resume and arts.finished(cfg.name, [k], accept_invalid=expected):
                 # An interrupted configuration resumes at the level in flight: finished
@@ -272,8 +326,8 @@ def run_configuration(ctx: RunContext, cfg: Configuration, outcome: Outcome) -> 
             if interrupted.is_set():  # never write a payload whose measurement was cut short
                 raise KeyboardInterrupt
             done += warmup + iterations
+            window = level_window(server, mark, engine.periodic_patterns(cfg), stats_wait)
             log = server.log_text()
-            window = log[mark:]
             findings = scan_log(log, engine.load_patterns, cfg.speculative)
             graphs = None
             if engine.graph_patterns is not None:

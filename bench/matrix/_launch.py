@@ -4,8 +4,9 @@ Two launchers share one shape (``Launcher.start(...) -> Server``):
 - ``DockerLauncher``: the docker SDK runs the ``ContainerSpec`` the engine adapter builds (GPU
   device requests, ipc=host, port published on 127.0.0.1 only, models mounted read-only, the HF
   token in the environment only, labels with run id and configuration).
-- ``ProcessLauncher``: the emulator as a local process (demo, integration tests), its output
-  going straight to the log file.
+- ``ProcessLauncher``: the emulator as a local process (demo, integration tests), or with
+  ``engine=True`` the engine's own server argv on this host (an engine installed without
+  Docker, as on the device machine), its output going straight to the log file.
 Every log the matrix keeps goes through ``scrub`` so the token never reaches a file.
 """
 
@@ -147,16 +148,24 @@ class ProcessServer:
 
 
 class ProcessLauncher:
-    """Runs ``spec.entrypoint + spec.command`` as a local process (the emulator).
+    """Runs ``spec.entrypoint + spec.command`` as a local process: the emulator, or with
+    ``engine=True`` the engine's server argv as given (``vllm serve ...`` found on PATH).
 
-    The HF token is not passed on: the emulator needs none, and leaving it out keeps it out of
-    the process log by construction."""
+    The HF token is not passed on: the emulator needs none, a local engine reads local models,
+    and leaving it out keeps it out of the process log by construction."""
+
+    def __init__(self, *, engine: bool = False) -> None:
+        self.engine = engine
 
     @staticmethod
     def argv(spec: ContainerSpec) -> list[str]:
         """The process ``start`` runs for ``spec`` (``python``: the interpreter running this)."""
         argv = [*spec.entrypoint, *spec.command]
-        if argv[:3] != ["python", "-m", "bench.emulator"] and argv[0] != "python":
+        if (
+            not self.engine
+            and argv[:3] != ["python", "-m", "bench.emulator"]
+            and argv[0] != "python"
+        ):
             argv = ["python", "-m", "bench.emulator", *argv]
         return argv
 

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from bench.core import (
     EMULATOR_IMAGE,
@@ -29,6 +29,9 @@ class MatrixOptions(StrictModel):
     resume: bool = False
     launcher: Literal["docker", "process"] = "docker"
     emulate: bool = False
+    #: the process launcher runs the engine's own server argv on this host (the engine is
+    #: installed here, as on the device machine) instead of the emulator
+    local_engine: bool = False
     time_scale: float | None = Field(default=None, gt=0)
     warmup: int | None = Field(default=None, ge=0, description="override (labelled deviation)")
     iterations: int | None = Field(default=None, ge=1, description="override (labelled)")
@@ -44,10 +47,16 @@ class MatrixOptions(StrictModel):
         "once, so their start-ups overlap (the demo); measured one at a time as always",
     )
 
+    @model_validator(mode="after")
+    def _local_engine_is_a_process(self) -> MatrixOptions:
+        if self.local_engine and (self.launcher != "process" or self.emulate):
+            raise ValueError("local_engine needs the process launcher and no --emulate")
+        return self
+
     @property
     def emulated(self) -> bool:
-        # A local process can only be the emulator.
-        return self.emulate or self.launcher == "process"
+        # A local process is the emulator unless the engine itself is installed here.
+        return self.emulate or (self.launcher == "process" and not self.local_engine)
 
 
 @dataclass

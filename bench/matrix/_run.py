@@ -190,7 +190,11 @@ def run_matrix(
         if measured:
             arts.write_model(arts.weights, measured)
     if launcher is None:
-        launcher = ProcessLauncher() if opts.launcher == "process" else DockerLauncher()
+        launcher = (
+            ProcessLauncher(engine=opts.local_engine)
+            if opts.launcher == "process"
+            else DockerLauncher()
+        )
     if telemetry is None:
         telemetry = _default_telemetry(opts.emulated)
     warmup = opts.warmup if opts.warmup is not None else exp.workload.warmup

@@ -213,6 +213,7 @@ def _experiment_infos(exp: Experiment) -> tuple[ConfigInfo, ...]:
                 deviations=tuple(d.model_dump() for d in exp.deviations_for(cfg)),
                 concurrency=tuple(exp.levels_for(cfg)),
                 rationale=cfg.notes,
+                expect_invalid=cfg.expect_invalid,
                 depth_of=cfg.depth_of,
                 depth_references=tuple((r.k, r.source) for r in cfg.depth_references),
                 patch_sha256=(b.patch_sha256 if (b := exp.image_for(cfg).build) else None),

@@ -142,6 +142,9 @@ class ConfigInfo(StrictModel):
         default=None, description="where the cap comes from: the engine's log line or a flag"
     )
     rationale: str | None = None
+    expect_invalid: str | None = Field(
+        default=None, description="why the experiment expects this configuration to be invalid"
+    )
     notes: tuple[str, ...] = ()
     depth_of: str | None = Field(default=None, description="the depth sweep this point is of")
     depth_references: tuple[tuple[int, str], ...] = Field(

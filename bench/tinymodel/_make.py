@@ -1,4 +1,5 @@
-"""Write the tiny target and its partial draft: same bytes for the same spec, every run."""
+"""Write the tiny models (target, partial draft, the seed methods' chain models): same bytes for
+the same spec, every run."""
 
 from __future__ import annotations
 
@@ -8,11 +9,22 @@ from pathlib import Path
 from typing import Any
 
 from bench.core import InputError
+from bench.tinymodel._chain import (
+    F32,
+    MIN_MARGIN,
+    chain_cycle,
+    chain_embedding,
+    chain_lm_head,
+    check_chain,
+)
+from bench.tinymodel._dflash import copy_logits, dflash_config, dflash_weights
+from bench.tinymodel._qwen3next import qwen3_next_config, qwen3_next_weights
 from bench.tinymodel._safetensors import write_bf16_safetensors
 from bench.tinymodel._spec import TinyModel, TinyModels, TinyModelSpec
 from bench.tinymodel._tokenizer import (
     END_OF_TEXT,
     IM_END,
+    SPECIAL_TOKENS,
     special_id,
     tokenizer_config,
     tokenizer_json,
@@ -20,6 +32,7 @@ from bench.tinymodel._tokenizer import (
 )
 from bench.tinymodel._weights import (
     Weights,
+    chain_target_weights,
     draft_weights,
     generation_config,
     qwen3_config,
@@ -59,8 +72,12 @@ def _write_model(
 def make_tiny_models(
     out_dir: Path, seed: int = 0, *, spec: TinyModelSpec | None = None
 ) -> TinyModels:
-    """Write ``out_dir/target`` (random Qwen3ForCausalLM, BPE tokenizer, ChatML template) and
-    ``out_dir/draft`` (the target's weights plus small noise, same tokenizer).
+    """Write ``out_dir/target`` (random Qwen3ForCausalLM, BPE tokenizer, ChatML template),
+    ``out_dir/draft`` (the target's weights plus small noise, same tokenizer), and the seed
+    methods' models with answers known in advance (bench/tinymodel/_chain.py):
+    ``out_dir/chain`` (Qwen3, next token ``sigma(t)``), ``out_dir/dflash`` (a DFlash draft
+    that predicts ``sigma`` of its block's real token at every slot) and ``out_dir/mtp``
+    (Qwen3-Next with one MTP layer that predicts the chain's next token exactly).
 
     ``seed`` overrides ``spec.seed``. Nothing is downloaded; no torch is needed."""
     spec = (spec or TinyModelSpec()).model_copy(update={"seed": seed})
@@ -77,11 +94,61 @@ def make_tiny_models(
         "tokenizer_config.json": _json_text(tokenizer_config(tok, spec.max_position_embeddings)),
     }
     target = target_weights(spec, vocab_size)
+    specials = {special_id(tok, name) for name in SPECIAL_TOKENS}
+    sigma = chain_cycle(spec.seed, [i for i in range(vocab_size) if i not in specials])
+    embedding = chain_embedding(spec.seed, vocab_size, spec.hidden_size, bos_id)
+    head = chain_lm_head(embedding, sigma)
+    margin = min(check_chain(embedding, head, sigma), _check_copy(embedding, head, sigma, bos_id))
+    mtp_texts = texts | {
+        "config.json": _json_text(qwen3_next_config(spec, vocab_size, bos_id, eos_id))
+    }
+    dflash_texts = texts | {"config.json": _json_text(dflash_config(spec, vocab_size, bos_id))}
+    del dflash_texts["generation_config.json"]
     try:
-        made_target = _write_model(out_dir / "target", target, texts, "target", spec)
-        made_draft = _write_model(
-            out_dir / "draft", draft_weights(spec, target), texts, "draft", spec
-        )
+        made = {
+            "target": _write_model(out_dir / "target", target, texts, "target", spec),
+            "draft": _write_model(
+                out_dir / "draft", draft_weights(spec, target), texts, "draft", spec
+            ),
+            "chain": _write_model(
+                out_dir / "chain",
+                chain_target_weights(spec, vocab_size, embedding, head),
+                texts,
+                "chain target",
+                spec,
+            ),
+            "dflash": _write_model(
+                out_dir / "dflash", dflash_weights(spec), dflash_texts, "dflash draft", spec
+            ),
+            "mtp": _write_model(
+                out_dir / "mtp",
+                qwen3_next_weights(spec, vocab_size, embedding, head),
+                mtp_texts,
+                "mtp chain target",
+                spec,
+            ),
+        }
     except OSError as err:
         raise InputError(str(out_dir), f"cannot write: {err}") from None
-    return TinyModels(spec=spec, vocab_size=vocab_size, target=made_target, draft=made_draft)
+    return TinyModels(
+        spec=spec,
+        vocab_size=vocab_size,
+        mask_token_id=bos_id,
+        chain_next=sigma,
+        chain_margin=margin,
+        **made,
+    )
+
+
+def _check_copy(embedding: F32, head: F32, sigma: dict[int, int], mask: int) -> float:
+    """The DFlash copy head's margin: at a mask slot, ``sigma(t)`` wins by the chain margin."""
+    tokens = sorted(sigma)
+    logits = copy_logits(embedding, head, tokens, mask)
+    rows = list(range(len(tokens)))
+    want = [sigma[t] for t in tokens]
+    best = logits[rows, want].copy()
+    logits[rows, want] = -float("inf")
+    margin = float((best - logits.max(axis=1)).min())
+    if margin < MIN_MARGIN:
+        raise InputError("tiny-model", f"DFlash copy margin {margin:.2f} < {MIN_MARGIN}")
+    return margin

@@ -39,9 +39,21 @@ class TinyModel(StrictModel):
 
 
 class TinyModels(StrictModel):
-    """The target and its partial draft (same tokenizer and vocabulary)."""
+    """The target and its partial draft, and the seed methods' chain models (same tokenizer
+    and vocabulary; bench/tinymodel/_chain.py): ``chain`` (a Qwen3 target with a known next
+    token), ``dflash`` (a DFlash draft for ``chain``; it loads against ``target`` too) and
+    ``mtp`` (a Qwen3-Next chain target with one MTP layer)."""
 
     spec: TinyModelSpec
     vocab_size: int
     target: TinyModel
     draft: TinyModel
+    chain: TinyModel
+    dflash: TinyModel
+    mtp: TinyModel
+    #: DFlash's mask token (``dflash_config.mask_token_id``): ``<|endoftext|>``
+    mask_token_id: int
+    #: the chain's next token of every ordinary token id (``sigma``)
+    chain_next: dict[int, int]
+    #: the smallest gap between the chain token's logit and the runner-up (target and draft)
+    chain_margin: float

@@ -103,3 +103,21 @@ def draft_weights(spec: TinyModelSpec, target: Weights) -> Weights:
             noise = rng.standard_normal(weight.shape, dtype=np.float32)
             out[name] = weight + noise * np.float32(spec.draft_noise)
     return out
+
+
+def chain_target_weights(
+    spec: TinyModelSpec,
+    vocab_size: int,
+    embedding: npt.NDArray[np.float32],
+    head: npt.NDArray[np.float32],
+) -> Weights:
+    """A Qwen3ForCausalLM that maps token ``t`` to ``sigma(t)`` (bench/tinymodel/_chain.py):
+    the target's shapes, random matrices, but ``o_proj`` and ``down_proj`` zero (no block adds
+    to the residual stream) and the chain's embedding and LM head."""
+    out = target_weights(spec, vocab_size)
+    for name in out:
+        if name.endswith(("o_proj.weight", "down_proj.weight")):
+            out[name] = np.zeros_like(out[name])
+    out["model.embed_tokens.weight"] = embedding
+    out["lm_head.weight"] = head
+    return out

@@ -2,7 +2,8 @@
 ``specbench matrix --launcher docker`` and ``specbench report``, with answers known in advance.
 
 - target as its own draft: acceptance exactly 1.0 and mean acceptance length exactly k+1 in
-  every measured window, at every k of the sweep; every position accepted as often as drafted;
+  every measured window, at every k of the sweep; every position accepted as often as drafted
+  (exact on the CPU only: tests/oracles.py says why a GPU gives >= 0.98);
 - partial draft: 0 < acceptance < 1, accepted counts non-increasing with the position, and the
   normalised figures equal the counter deltas recomputed here from the raw snapshots;
 - n-gram: the figures equal the counter deltas, whatever the rate;
@@ -28,6 +29,7 @@ import math
 from typing import Any
 
 import pytest
+from oracles import SELF_DRAFT_MIN_ACCEPTANCE
 from tiny_run import TinyRun
 
 from bench.core import sha256_file
@@ -77,7 +79,7 @@ def test_target_as_its_own_draft_accepts_everything(tiny_run: TinyRun, k: int) -
             acc = it.acceptance
             assert acc is not None and acc.drafts > 0
             assert acc.draft_tokens == k * acc.drafts
-            assert acc.acceptance_rate == 1.0
+            assert acc.acceptance_rate == SELF_DRAFT_MIN_ACCEPTANCE["cpu"] == 1.0
             assert acc.mean_acceptance_length == k + 1
             assert acc.accepted_per_position == [acc.drafts] * k
 

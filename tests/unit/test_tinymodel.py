@@ -19,6 +19,7 @@ from bench.tinymodel import (
     IM_END,
     IM_START,
     SPECIAL_TOKENS,
+    TinyModel,
     TinyModels,
     TinyModelSpec,
     make_tiny_models,
@@ -199,3 +200,126 @@ def test_cli_writes_models_and_rejects_a_file(
         main(["tiny-model", str(afile)])
     assert done.value.code == 2
     assert "exists and is not a folder" in capsys.readouterr().err
+
+
+# --- the seed methods' chain models (bench/tinymodel/_chain.py) -------------------------------
+
+
+def _weights(model: TinyModel) -> dict[str, np.ndarray]:
+    return read_bf16_safetensors(model.path / "model.safetensors")
+
+
+def _normed(x: np.ndarray) -> np.ndarray:
+    return x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + 1e-6)
+
+
+def test_the_chain_is_one_cycle_through_the_ordinary_tokens(made: TinyModels) -> None:
+    tok = Tokenizer.from_file(str(made.chain.path / "tokenizer.json"))
+    specials = {tok.token_to_id(t) for t in SPECIAL_TOKENS}
+    sigma = made.chain_next
+    assert set(sigma) == set(sigma.values()) == set(range(made.vocab_size)) - specials
+    seen, t = [], min(sigma)
+    for _ in sigma:
+        seen.append(t)
+        t = sigma[t]
+    assert t == seen[0] and len(set(seen)) == len(sigma)  # one cycle: no fixed point
+    assert made.mask_token_id == tok.token_to_id("<|endoftext|>") not in sigma
+
+
+def test_chain_target_maps_every_token_to_its_successor(made: TinyModels) -> None:
+    """Every block's output projection is zero, so the last hidden state is E[t]: the greedy
+    next token is argmax(lm_head @ norm(E[t])), which must be sigma(t) for every t."""
+    w = _weights(made.chain)
+    zeroed = [n for n in w if n.endswith(("o_proj.weight", "down_proj.weight"))]
+    assert len(zeroed) == 2 * made.spec.num_layers
+    assert all(not w[n].any() for n in zeroed)
+    assert all(w[n].any() for n in w if n not in zeroed)
+    tokens = sorted(made.chain_next)
+    logits = _normed(w["model.embed_tokens.weight"][tokens]) @ w["lm_head.weight"].T
+    assert logits.argmax(axis=1).tolist() == [made.chain_next[t] for t in tokens]
+    config = json.loads((made.chain.path / "config.json").read_text())
+    assert config == json.loads((made.target.path / "config.json").read_text())
+
+
+def test_dflash_draft_config_is_what_qwen3_dflash_loads(made: TinyModels) -> None:
+    config = json.loads((made.dflash.path / "config.json").read_text())
+    assert config["architectures"] == ["DFlashDraftModel"]  # registry: qwen3_dflash
+    assert config["model_type"] == "qwen3"
+    assert config["dflash_config"] == {"mask_token_id": made.mask_token_id, "target_layer_ids": [0]}
+    assert config["layer_types"] == ["full_attention"] * config["num_hidden_layers"]
+    assert "is_causal" not in config and "causal" not in config["dflash_config"]  # non-causal
+    assert config["tie_word_embeddings"] is True
+    assert config["vocab_size"] == made.vocab_size
+    w = _weights(made.dflash)
+    h = made.spec.hidden_size
+    # fc: hidden x (hidden * number of target layers read); no embedding, no LM head shipped
+    assert w["fc.weight"].shape == (h, h * len(config["dflash_config"]["target_layer_ids"]))
+    assert not any("embed_tokens" in n or "lm_head" in n for n in w)
+    assert {n.split(".")[0] for n in w} == {"fc", "hidden_norm", "norm", "layers"}
+
+
+def test_dflash_draft_copies_the_real_token_at_every_mask_slot(made: TinyModels) -> None:
+    """The draft in numpy on the written bf16 weights (one layer, shared embedding and LM head
+    from the chain target): context K/V are zero, the mask slots attend to the real token only
+    and every mask slot's greedy token is sigma(t)."""
+    w, target = _weights(made.dflash), _weights(made.chain)
+    emb, head = target["model.embed_tokens.weight"], target["lm_head.weight"]
+    d, p = made.spec.head_dim, "layers.0.self_attn."
+    assert not w["fc.weight"].any()  # context keys and values are exactly zero
+    t = sorted(made.chain_next)[5]
+    k = 4
+    block = np.stack([emb[t]] + [emb[made.mask_token_id]] * k)  # bonus token, k masks
+    x = _normed(block) * w["layers.0.input_layernorm.weight"]
+
+    def heads(m: np.ndarray, norm: np.ndarray) -> np.ndarray:
+        return _normed((x @ m.T).reshape(k + 1, -1, d)) * norm
+
+    q = heads(w[p + "q_proj.weight"], w[p + "q_norm.weight"])
+    key = heads(w[p + "k_proj.weight"], w[p + "k_norm.weight"])
+    v = (x @ w[p + "v_proj.weight"].T).reshape(k + 1, -1, d)
+    n_context = 4000  # keys 0, values 0
+    scores = np.einsum("qhd,khd->hqk", q, key) / np.sqrt(d)  # RoPE: < 1e-4 rad at this coordinate
+    full = np.concatenate([np.zeros((*scores.shape[:2], n_context)), scores], axis=2)
+    att = np.exp(full - full.max(axis=2, keepdims=True))
+    att /= att.sum(axis=2, keepdims=True)
+    assert att[:, 1:, n_context].min() > 1 - 1e-6  # every mask slot reads the real token
+    out = np.einsum("hqk,khd->qhd", att[:, :, n_context:], v).reshape(k + 1, -1)
+    hidden = block + out @ w[p + "o_proj.weight"].T  # the MLP adds zero
+    assert not w["layers.0.mlp.down_proj.weight"].any()
+    logits = _normed(hidden) * w["norm.weight"] @ head.T
+    assert logits[1:].argmax(axis=1).tolist() == [made.chain_next[t]] * k
+
+
+def test_mtp_target_is_a_qwen3_next_chain_with_one_mtp_layer(made: TinyModels) -> None:
+    config = json.loads((made.mtp.path / "config.json").read_text())
+    assert config["architectures"] == ["Qwen3NextForCausalLM"]
+    assert config["model_type"] == "qwen3_next"
+    assert config["layer_types"] == ["linear_attention", "full_attention"]
+    assert config["num_nextn_predict_layers"] == 1 and config["num_experts"] == 0
+    w = _weights(made.mtp)
+    h = made.spec.hidden_size
+    for name in w:
+        if name.endswith(("o_proj.weight", "out_proj.weight", "down_proj.weight")):
+            assert not w[name].any(), name
+    # zero-centred norms (x * (1 + w)): weight 0 is the identity scale
+    assert not w["model.norm.weight"].any() and not w["mtp.norm.weight"].any()
+    assert {n.split(".")[2] for n in w if n.startswith("mtp.layers.")} == {"0"}
+    eye = np.concatenate([np.eye(h), np.zeros((h, h))], axis=1)
+    assert np.array_equal(w["mtp.fc.weight"], eye)  # keeps the token's embedding only
+    tokens = sorted(made.chain_next)
+    emb, head = w["model.embed_tokens.weight"], w["lm_head.weight"]
+    # target: norm(E[t]) -> sigma(t); MTP step given token u: norm(fc(norm(E[u]), .)) -> sigma(u)
+    logits = _normed(_normed(emb[tokens]) @ w["mtp.fc.weight"][:, :h].T) @ head.T
+    assert logits.argmax(axis=1).tolist() == [made.chain_next[t] for t in tokens]
+
+
+def test_chain_models_are_deterministic_and_small(made: TinyModels, tmp_path: Path) -> None:
+    again = make_tiny_models(tmp_path / "again", seed=0)
+    for first, second in (
+        (made.chain, again.chain),
+        (made.dflash, again.dflash),
+        (made.mtp, again.mtp),
+    ):
+        assert file_digests(first.path) == file_digests(second.path)
+        assert first.size_bytes < 2_000_000
+    assert made.chain_margin > 8
