@@ -132,6 +132,8 @@ def launch_record(
     spec: ContainerSpec,
     launcher: Literal["docker", "process"],
     load_log: str,
+    *,
+    local_engine: bool = False,
 ) -> LaunchRecord:
     """What was started for ``cfg``, recorded into its payloads when it ran: the argv and
     ``docker run`` line of the very ``ContainerSpec`` the launcher was given, and the admission
@@ -151,7 +153,7 @@ def launch_record(
         server_argv=engine.server_argv(cfg, exp),
         argv=[*spec.entrypoint, *spec.command]
         if launcher == "docker"
-        else ProcessLauncher.argv(spec),
+        else ProcessLauncher(engine=local_engine).argv(spec),
         docker_run=spec.run_line() if launcher == "docker" else None,
         admission=admission,
     )
@@ -260,7 +262,9 @@ def run_configuration(ctx: RunContext, cfg: Configuration, outcome: Outcome) -> 
         progress.log(f"{cfg.name}: ready {ready}")
         load_log = server.log_text()
         version = engine.version_from_log(load_log) or image.version
-        launch = launch_record(engine, cfg, exp, spec, opts.launcher, load_log)
+        launch = launch_record(
+            engine, cfg, exp, spec, opts.launcher, load_log, local_engine=opts.local_engine
+        )
         cpu_kernel = cpu_kernel_from_log(load_log)
         if cpu_kernel is not None:
             progress.log(f"{cfg.name}: CPU kernel build {cpu_kernel.library} ({cpu_kernel.isa})")

@@ -157,8 +157,7 @@ class ProcessLauncher:
     def __init__(self, *, engine: bool = False) -> None:
         self.engine = engine
 
-    @staticmethod
-    def argv(spec: ContainerSpec) -> list[str]:
+    def argv(self, spec: ContainerSpec) -> list[str]:
         """The process ``start`` runs for ``spec`` (``python``: the interpreter running this)."""
         argv = [*spec.entrypoint, *spec.command]
         if (

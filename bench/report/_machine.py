@@ -80,19 +80,24 @@ def hardware_tables(hw: Hardware) -> list[Table]:
 
 
 def cpu_kernel_table(payloads: dict[str, Payload]) -> list[Table]:
-    """Which kernel build each CPU server ran, as its log said (none on GPU runs)."""
-    rows = []
+    """Which kernel build the CPU servers ran, as their logs said (none on GPU runs): one row per
+    build, with the runs that used it."""
+    builds: dict[tuple[str, str, str], list[str]] = {}
     for key, p in payloads.items():
         k = p.evidence.server_log.cpu_kernel if p.evidence.server_log else None
         if k is not None:
-            rows.append((key, k.library, k.isa, " ".join(k.cpu_flags)))
-    if not rows:
+            builds.setdefault((k.library, k.isa, " ".join(k.cpu_flags)), []).append(key)
+    if not builds:
         return []
+    everyone = len(payloads)
     return [
         Table(
             title="CPU kernel build (as each server logged it)",
-            header=("Run", "Library", "Built for", "CPU flags seen by the server"),
-            rows=tuple(rows),
+            header=("Library", "Built for", "CPU flags seen by the server", "Runs"),
+            rows=tuple(
+                (lib, isa, flags, f"all {everyone}" if len(keys) == everyone else ", ".join(keys))
+                for (lib, isa, flags), keys in builds.items()
+            ),
         )
     ]
 

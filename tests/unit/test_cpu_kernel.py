@@ -73,3 +73,24 @@ def test_report_tables_show_flags_and_kernels() -> None:
     machine = hardware_tables(hw)[0]
     assert ("CPU ISA flags", "avx2 fma") in machine.rows
     assert cpu_kernel_table({}) == []
+
+
+def test_the_kernel_table_has_one_row_per_build() -> None:
+    from pathlib import Path as _P
+
+    from bench.schema import ServerLogEvidence, read_payload
+
+    fixture = _P(__file__).resolve().parents[1] / "fixtures" / "vllm-gpu" / "payloads"
+    base = read_payload(fixture / "baseline-c1.json")
+
+    def with_kernel(library: str) -> object:
+        log = ServerLogEvidence(load_failures=0, cpu_kernel=CpuKernel(library=library, isa="x"))
+        return base.model_copy(
+            update={"evidence": base.evidence.model_copy(update={"server_log": log})}
+        )
+
+    payloads = {"a-c1": with_kernel("_C_AVX2"), "a-c2": with_kernel("_C_AVX2"), "gpu-c1": base}
+    (table,) = cpu_kernel_table(payloads)  # type: ignore[arg-type]
+    assert table.rows == (("_C_AVX2", "x", "", "a-c1, a-c2"),)
+    (table,) = cpu_kernel_table({"a-c1": payloads["a-c1"]})  # type: ignore[dict-item]
+    assert table.rows == (("_C_AVX2", "x", "", "all 1"),)
