@@ -8,7 +8,7 @@ vllm/entrypoints/common/startup.py:18 (version line), model_loader/default_loade
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
 from bench.engines._base import Engine, GraphPatterns, LogPattern, flag_value, with_flag
 
@@ -17,6 +17,17 @@ if TYPE_CHECKING:
 
 # Method names vLLM 0.33 accepts for MTP; all but "mtp" are rewritten to "mtp" with a warning.
 MTP_METHODS = frozenset({"mtp", "qwen3_next_mtp", "qwen3_5_mtp", "deepseek_mtp"})
+
+
+#: specbench method -> the --speculative-config "method" values vLLM takes for it, and whether
+#: its "model" must be the experiment's draft path (vllm/config/speculative.py: "dflash" and
+#: "draft_model" name a drafter checkpoint; MTP heads live in the target; n-gram needs none)
+SPEC_CONFIG_METHODS: Final[dict[str, tuple[frozenset[str], bool]]] = {
+    "DFLASH": (frozenset({"dflash"}), True),
+    "DRAFT_MODEL": (frozenset({"draft_model"}), True),
+    "MTP": (frozenset(MTP_METHODS), False),
+    "NGRAM": (frozenset({"ngram"}), False),
+}
 
 
 class VLLM(Engine):
@@ -154,21 +165,15 @@ class VLLM(Engine):
                 f" != spec_num_tokens {cfg.spec_num_tokens}"
             )
         method = spec.get("method")
-        if cfg.method == "DFLASH":
-            draft = experiment.draft_for(cfg)
-            if method != "dflash":
-                problems.append(f"--speculative-config method {method!r} is not 'dflash'")
+        wanted = SPEC_CONFIG_METHODS.get(cfg.method)
+        if wanted is not None:
+            methods, names_draft = wanted
+            if method not in methods:
+                problems.append(
+                    f"--speculative-config method {method!r} is not "
+                    + " or ".join(repr(m) for m in sorted(methods))
+                )
+            draft = experiment.draft_for(cfg) if names_draft else None
             if draft is not None and spec.get("model") != draft.path:
                 problems.append(f"--speculative-config model {spec.get('model')!r} != {draft.path}")
-        elif cfg.method == "MTP" and method not in MTP_METHODS:
-            problems.append(f"--speculative-config method {method!r} is not an MTP method")
-        elif cfg.method == "DRAFT_MODEL":
-            # vllm/config/speculative.py: method "draft_model" with the drafter's path as model
-            draft = experiment.draft_for(cfg)
-            if method != "draft_model":
-                problems.append(f"--speculative-config method {method!r} is not 'draft_model'")
-            if draft is not None and spec.get("model") != draft.path:
-                problems.append(f"--speculative-config model {spec.get('model')!r} != {draft.path}")
-        elif cfg.method == "NGRAM" and method != "ngram":
-            problems.append(f"--speculative-config method {method!r} is not 'ngram'")
         return problems

@@ -117,3 +117,39 @@ def test_sglang_accepts_the_mtp_spellings_of_the_pinned_release(algo: str) -> No
     args = list(cfg.args)
     args[args.index("--speculative-algorithm") + 1] = algo
     assert get_engine("sglang").check(cfg.model_copy(update={"args": args}), EXP) == []
+
+
+TINY = load_experiment(EXPERIMENTS_DIR / "tiny-vllm-cpu.yaml")
+
+
+def _with_spec(exp: object, name: str, spec: dict[str, object]) -> object:
+    cfg = exp.configuration(name)  # type: ignore[attr-defined]
+    args = list(cfg.args)
+    args[args.index("--speculative-config") + 1] = json.dumps(spec)
+    return cfg.model_copy(update={"args": args})
+
+
+@pytest.mark.parametrize(
+    ("exp", "name", "spec", "problems"),
+    [
+        (EXP, "vllm-dflash", {"method": "dflash", "model": "/models/Qwen3.8-27B-DFlash2",
+                              "num_speculative_tokens": 4}, []),
+        (EXP, "vllm-dflash", {"method": "draft_model", "model": "/models/other",
+                              "num_speculative_tokens": 4},
+         ["--speculative-config method 'draft_model' is not 'dflash'",
+          "--speculative-config model '/models/other' != /models/Qwen3.8-27B-DFlash2"]),
+        (EXP, "vllm-mtp", {"method": "qwen3_next_mtp", "num_speculative_tokens": 2}, []),
+        (EXP, "vllm-mtp", {"method": "ngram", "num_speculative_tokens": 2},
+         ["--speculative-config method 'ngram' is not 'deepseek_mtp' or 'mtp' or "
+          "'qwen3_5_mtp' or 'qwen3_next_mtp'"]),
+        (TINY, "partial-draft", {"method": "draft_model", "model": "/models/target",
+                                 "num_speculative_tokens": 3},
+         ["--speculative-config model '/models/target' != /models/draft"]),
+        (TINY, "ngram", {"method": "ngram", "num_speculative_tokens": 3}, []),
+    ],
+)  # fmt: skip
+def test_vllm_speculative_config_method_and_draft_path(
+    exp: object, name: str, spec: dict[str, object], problems: list[str]
+) -> None:
+    cfg = _with_spec(exp, name, spec)
+    assert get_engine("vllm").spec_problems(cfg, exp) == problems  # type: ignore[arg-type]
