@@ -41,15 +41,53 @@ def _docker(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess
     )
 
 
-class Target:
-    """One fresh container and the playbook runs made against it."""
+# What a stock Ubuntu server runs from boot: unattended-upgrades.service's
+# `/usr/bin/python3 /usr/share/unattended-upgrades/unattended-upgrade-shutdown --wait-for-signal`
+# (it waits for shutdown and upgrades nothing), and at first boot apt-daily-upgrade's catch-up
+# `unattended-upgrade`, which holds dpkg's locks (fcntl, as apt and dpkg take them) for minutes.
+UU_SHUTDOWN = "/usr/share/unattended-upgrades/unattended-upgrade-shutdown"
+UU_SHUTDOWN_PY = """#!/usr/bin/python3
+import signal
+signal.pause()
+"""
+UU_RUN = "/usr/bin/unattended-upgrade"
+UU_RUN_PY = """#!/usr/bin/python3
+import fcntl, sys, time
+locks = [open(p, "a") for p in ("/var/lib/dpkg/lock-frontend", "/var/lib/dpkg/lock")]
+for f in locks:
+    fcntl.lockf(f, fcntl.LOCK_EX)
+time.sleep(float(sys.argv[1]))
+with open("/tmp/sbans-uu-end", "w") as out:
+    out.write(repr(time.time()))
+"""
+# Long enough that apt, reaching its install after preflight and an `apt-get update`, waits
+# more than apt's default 60 s lock timeout for it.
+FIRST_BOOT_UPGRADE_S = 100
 
-    def __init__(self, tmp: Path, prefix: str = PREFIX) -> None:
+
+def _boot_script(upgrade_s: int) -> str:
+    """The container's command: the Ubuntu processes above, then sleep."""
+    lines = []
+    for path, body in ((UU_SHUTDOWN, UU_SHUTDOWN_PY), (UU_RUN, UU_RUN_PY)):
+        lines += [f"mkdir -p {Path(path).parent}", f"cat > {path} <<'EOF'", body + "EOF",
+                  f"chmod 0755 {path}"]  # fmt: skip
+    lines.append(f"{UU_SHUTDOWN} --wait-for-signal &")
+    if upgrade_s:
+        lines.append(f"{UU_RUN} {upgrade_s} &")
+    lines.append("exec sleep infinity")
+    return "\n".join(lines)
+
+
+class Target:
+    """One fresh container that boots like stock Ubuntu, and the playbook runs made against it."""
+
+    def __init__(self, tmp: Path, prefix: str = PREFIX, upgrade_s: int = 0) -> None:
         self.name = prefix + secrets.token_hex(4)
         self.tmp = tmp
         r = _docker(
             "run", "-d", "--name", self.name, "--network", NETWORK,
-            "--label", "specbench.test=ansible-fresh-host", BASE_IMAGE, "sleep", "infinity",
+            "--label", "specbench.test=ansible-fresh-host", BASE_IMAGE,
+            "sh", "-c", _boot_script(upgrade_s),
         )  # fmt: skip
         assert r.returncode == 0, f"cannot start {BASE_IMAGE}: {r.stderr}"
         self.mirror = self._mirror()
@@ -180,15 +218,15 @@ def _changed_tasks(r: Any) -> list[str]:
 @pytest.fixture(scope="module")
 def make_target(
     docker_client: Any, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[Callable[[], Target]]:
+) -> Iterator[Callable[..., Target]]:
     try:
         docker_client.images.get(BASE_IMAGE)
     except Exception as err:  # CI must fail here, not skip: the image is built by the suite
         pytest.fail(f"{BASE_IMAGE} missing ({err}); build it with docker/base/build.sh")
     made: list[Target] = []
 
-    def make() -> Target:
-        t = Target(tmp_path_factory.mktemp("fresh-host"))
+    def make(upgrade_s: int = 0) -> Target:
+        t = Target(tmp_path_factory.mktemp("fresh-host"), upgrade_s=upgrade_s)
         made.append(t)
         return t
 
@@ -198,17 +236,19 @@ def make_target(
 
 
 @pytest.fixture(scope="module")
-def provisioned(make_target: Callable[[], Target]) -> Iterator[tuple[Target, Any]]:
-    """A fresh target after one preflight + prerequisites run."""
-    t = make_target()
+def provisioned(make_target: Callable[..., Target]) -> Iterator[tuple[Target, Any]]:
+    """A fresh target after one preflight + prerequisites run, started while the first boot's
+    unattended-upgrade holds dpkg's lock (apt's default 60 s lock timeout does not outlast it)."""
+    t = make_target(upgrade_s=FIRST_BOOT_UPGRADE_S)
     assert t.sh("python3 -c 'import debian'").returncode != 0, "the image is not fresh"
+    assert t.sh("ls /var/lib/apt/lists/*_Packages*").returncode != 0, "apt lists are not empty"
     first = t.run("first", "preflight,prerequisites", _base_vars(t, t.tmp))
     assert first.rc == 0, "\n".join(_failures(first)) or _stdout(first)[-4000:]
     yield t, first
 
 
 def test_without_prerequisites_the_repository_step_fails(
-    make_target: Callable[[], Target],
+    make_target: Callable[..., Target],
 ) -> None:
     """The playbook before the prerequisites role: deb822_repository on a fresh host."""
     t = make_target()
@@ -222,6 +262,17 @@ def test_without_prerequisites_the_repository_step_fails(
 
 def test_fresh_host_passes_with_prerequisites(provisioned: tuple[Target, Any]) -> None:
     t, first = provisioned
+    # the first install started while the first boot's upgrade held dpkg's lock, and waited
+    # longer than apt's default 60 s for it
+    from datetime import datetime
+
+    uu_end = float(t.sh("cat /tmp/sbans-uu-end").stdout or "inf")
+    install = {
+        e["event"]: datetime.fromisoformat(e["created"]).timestamp()
+        for e in first.events
+        if e["event_data"].get("task") == "Ensure python3-apt is installed, waiting for dpkg's lock."
+    }
+    assert install["runner_on_start"] + 60 < uu_end < install["runner_on_ok"], (install, uu_end)
     assert t.sh("python3 -c 'import debian, apt'").returncode == 0
     assert t.sh("command -v lspci && command -v gpg && command -v curl").returncode == 0
     src = t.sh("cat /etc/apt/sources.list.d/specbench-e2e-updates.sources").stdout
@@ -403,9 +454,9 @@ echo "{\\"changed\\": true, \\"revision\\": \\"$rev\\", \\"files\\": 1, \\"verif
 """
 FAKE_SPECBENCH = """#!/bin/sh
 if grep -qs 'Unattended-Upgrade "0"' /etc/apt/apt.conf.d/99specbench-hold; then
-  echo held > /tmp/sbans-matrix-ran
+  echo held $(date +%s.%N) > /tmp/sbans-matrix-ran
 else
-  echo not-held > /tmp/sbans-matrix-ran
+  echo not-held $(date +%s.%N) > /tmp/sbans-matrix-ran
 fi
 exit {rc}
 """
@@ -472,6 +523,10 @@ def _bench_vars(t: Target, **extra: Any) -> dict[str, Any]:
         "report_controller_dir": str(t.tmp / "reports"),
         "benchmark_poll_s": 1,
         "benchmark_allow_unpinned": True,
+        # unattended-upgrade-shutdown runs all the time: a wait that mistakes it for an upgrade
+        # fails here after 30 s instead of the real 30 min
+        "benchmark_upgrade_wait_s": 30,
+        "benchmark_upgrade_poll_s": 2,
         **extra,
     }
 
@@ -483,13 +538,18 @@ BENCH_SKIP = "preflight,prerequisites,bundle,images,models,verify"
 def test_benchmark_holds_upgrades_for_the_run_and_releases_them(
     target: Target, matrix_rc: int
 ) -> None:
-    target.sh("rm -f /tmp/sbans-matrix-ran /tmp/sbans-snap.log")
+    target.sh("rm -f /tmp/sbans-matrix-ran /tmp/sbans-snap.log /tmp/sbans-uu-end")
     _fake_venv(target, "specbench", FAKE_SPECBENCH.format(rc=matrix_rc))
     target.fake("snap", FAKE_SNAP)
     target.fake("docker", FAKE_DOCKER_INSPECT)
+    assert target.sh("grep -qs '[w]ait-for-signal' /proc/[0-9]*/cmdline").returncode == 0
+    # an unattended upgrade under way when the run starts: the matrix waits for it, and only it
+    _docker("exec", "-d", target.name, UU_RUN, "6")
     r = target.run("bench", "bench", _bench_vars(target), skip=BENCH_SKIP)
     assert (r.rc == 0) == (matrix_rc == 0), "\n".join(_failures(r))
-    assert target.sh("cat /tmp/sbans-matrix-ran").stdout.strip() == "held"
+    ran = target.sh("cat /tmp/sbans-matrix-ran").stdout.split()
+    assert ran[0] == "held"
+    assert float(ran[1]) > float(target.sh("cat /tmp/sbans-uu-end").stdout), "did not wait"
     # released after the run, also when the matrix failed
     assert target.sh("test -e /etc/apt/apt.conf.d/99specbench-hold").returncode != 0
     snap = target.sh("cat /tmp/sbans-snap.log").stdout.splitlines()
