@@ -23,6 +23,7 @@ import secrets
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -264,13 +265,12 @@ def test_fresh_host_passes_with_prerequisites(provisioned: tuple[Target, Any]) -
     t, first = provisioned
     # the first install started while the first boot's upgrade held dpkg's lock, and waited
     # longer than apt's default 60 s for it
-    from datetime import datetime
-
     uu_end = float(t.sh("cat /tmp/sbans-uu-end").stdout or "inf")
+    task = "Ensure python3-apt is installed, waiting for dpkg's lock."
     install = {
         e["event"]: datetime.fromisoformat(e["created"]).timestamp()
         for e in first.events
-        if e["event_data"].get("task") == "Ensure python3-apt is installed, waiting for dpkg's lock."
+        if e["event_data"].get("task") == task
     }
     assert install["runner_on_start"] + 60 < uu_end < install["runner_on_ok"], (install, uu_end)
     assert t.sh("python3 -c 'import debian, apt'").returncode == 0
@@ -389,6 +389,112 @@ def test_auto_keeps_the_path_an_earlier_install_recorded(target: Target) -> None
     assert "Driver path: dkms (as recorded by an earlier install) (kernel 6.8.0-85-generic" in (
         _stdout(r)
     )
+
+
+# ---- a local apt archive standing in for Ubuntu's, on 127.0.0.1 in the target -----------------
+
+# Ubuntu's archive keeps only the newest build of a driver branch (noble's
+# nvidia-graphics-drivers-580-server at 580.173.02 in -updates, issue #21's read); the prebuilt
+# module package for a kernel depends on nvidia-kernel-common-580-server (<= its build).
+# Dummies: control files only, nothing installed, no maintainer scripts.
+UBUNTU_BUILD = "580.173.02-0ubuntu0.24.04.1"
+ARCHIVE_KERNEL = "6.8.0-85-generic"
+ARCHIVE_PACKAGES: list[dict[str, str]] = [
+    {
+        "Package": f"linux-modules-nvidia-580-server-open-{ARCHIVE_KERNEL}",
+        "Version": "6.8.0-85.85+1",
+        "Depends": f"nvidia-kernel-common-580-server (<= {UBUNTU_BUILD})",
+    },
+    {"Package": "nvidia-kernel-common-580-server", "Version": UBUNTU_BUILD},
+    {"Package": "nvidia-headless-no-dkms-580-server-open", "Version": UBUNTU_BUILD},
+    {"Package": "nvidia-utils-580-server", "Version": UBUNTU_BUILD},
+]
+ARCHIVE_DIR = "/srv/sbans-archive"
+ARCHIVE_SOURCE = "/etc/apt/sources.list.d/sbans-archive.sources"
+# Builds the dummies with dpkg-deb, writes Packages and a Release listing its hash (a flat
+# repository, trusted=yes), then serves the folder on 127.0.0.1.
+BUILD_ARCHIVE_PY = """
+import hashlib, json, os, subprocess, sys
+root, port, packages = sys.argv[1], sys.argv[2], json.loads(sys.stdin.read())
+os.makedirs(root, exist_ok=True)
+stanzas = []
+for p in packages:
+    fields = {**p, "Architecture": "all", "Maintainer": "specbench tests <t@localhost>",
+              "Description": "specbench test dummy"}
+    control = "".join(f"{k}: {v}\\n" for k, v in fields.items())
+    src = f"/tmp/sbans-pkg/{p['Package']}"
+    os.makedirs(f"{src}/DEBIAN", exist_ok=True)
+    with open(f"{src}/DEBIAN/control", "w") as f:
+        f.write(control)
+    deb = f"{p['Package']}_{p['Version']}_all.deb"
+    subprocess.run(["dpkg-deb", "-Zgzip", "--build", src, f"{root}/{deb}"], check=True,
+                   capture_output=True)
+    data = open(f"{root}/{deb}", "rb").read()
+    stanzas.append(control + f"Filename: ./{deb}\\nSize: {len(data)}\\n"
+                   f"SHA256: {hashlib.sha256(data).hexdigest()}\\n")
+index = "\\n".join(stanzas).encode()
+open(f"{root}/Packages", "wb").write(index)
+open(f"{root}/Release", "w").write(
+    "Origin: sbans\\nSuite: ./\\nSHA256:\\n"
+    f" {hashlib.sha256(index).hexdigest()} {len(index)} Packages\\n")
+with open("/etc/apt/sources.list.d/sbans-archive.sources", "w") as f:
+    f.write(f"Types: deb\\nURIs: http://127.0.0.1:{port}/\\nSuites: ./\\nTrusted: yes\\n")
+"""
+
+
+@pytest.fixture
+def local_archive(target: Target) -> Iterator[Target]:
+    """The archive above served on 127.0.0.1 in the target, the target's lists emptied."""
+    port = "18080"
+    assert target.sh("cat > /tmp/sbans-archive.py", BUILD_ARCHIVE_PY).returncode == 0
+    r = target.sh(
+        f"python3 /tmp/sbans-archive.py {ARCHIVE_DIR} {port}", json.dumps(ARCHIVE_PACKAGES)
+    )
+    assert r.returncode == 0, r.stderr
+    _docker("exec", "-d", target.name, "python3", "-m", "http.server", "--bind", "127.0.0.1",
+            "--directory", ARCHIVE_DIR, port)  # fmt: skip
+    target.sh("rm -rf /var/lib/apt/lists/*")
+    try:
+        yield target
+    finally:
+        target.sh(
+            f"rm -rf {ARCHIVE_DIR} {ARCHIVE_SOURCE} /tmp/sbans-pkg /tmp/sbans-archive.py; "
+            "for c in /proc/[0-9]*/cmdline; do grep -qs '[h]ttp.server' $c || continue; "
+            "p=${c#/proc/}; kill ${p%/cmdline}; done"
+        )
+
+
+def test_preflight_refreshes_the_lists_then_refuses_a_build_no_longer_served(
+    local_archive: Target,
+) -> None:
+    """Empty lists at the start: the prebuilt modules are found only after an `apt-get update`
+    (before it, auto picked DKMS and Secure Boot refused it); the pinned 580.95.05 build is
+    refused because Ubuntu's side serves only the newest, with what to do about it."""
+    t = local_archive
+    t.fake("uname", FAKE_UNAME.format(kernel=ARCHIVE_KERNEL))
+    t.fake("mokutil", FAKE_MOKUTIL.format(state="enabled"))
+    extra = {
+        **_base_vars(t, t.tmp),
+        "preflight_check_driver": True,
+        "nvidia_driver_manage": True,
+        "nvidia_driver_os": "Ubuntu",
+    }
+    r = t.run("archive", "preflight,prerequisites", extra)
+    assert f"Driver path: prebuilt (kernel {ARCHIVE_KERNEL}, Secure Boot on" in _stdout(r)
+    failures = _failures(r)
+    assert r.rc != 0 and len(failures) == 1, failures or _stdout(r)[-3000:]
+    msg = failures[0]
+    assert msg.startswith("Check that every pinned version is listed."), msg
+    assert f"nvidia-headless-no-dkms-580-server-open=580.95.05-* (listed: {UBUNTU_BUILD})" in msg
+    assert "keeps only the newest build" in msg and "nvidia_driver_source=cuda_repo" in msg
+    # apt itself resolves the prebuilt set the archive serves (nothing is installed)
+    sim = t.sh(
+        "apt-get install --simulate -q"
+        f" linux-modules-nvidia-580-server-open-{ARCHIVE_KERNEL}"
+        f" nvidia-headless-no-dkms-580-server-open={UBUNTU_BUILD}"
+    )
+    assert sim.returncode == 0, sim.stdout + sim.stderr
+    assert f"Inst nvidia-kernel-common-580-server ({UBUNTU_BUILD}" in sim.stdout
 
 
 def test_refuses_a_kernel_outside_the_dkms_range(target: Target) -> None:
