@@ -169,6 +169,8 @@ def _base_vars(t: Target, tmp: Path) -> dict[str, Any]:
         "preflight_require_gpus": False,
         "preflight_check_driver": False,
         "preflight_check_images": False,
+        # the shipped experiment's pins are unresolved: their refusal has its own test below
+        "preflight_check_unresolved": False,
         # no route to download.docker.com / nvidia.github.io from here: the vendor repositories
         # are replaced by one on the Debian mirror, through the same deb822_repository path
         "nvidia_driver_manage": False,
@@ -520,6 +522,26 @@ def test_refuses_an_apt_version_madison_does_not_list(target: Target) -> None:
     assert "apt-cache madison does not list these pinned versions" in msg
     assert "docker-ce=5:28.5.1-* (listed: 5:28.5.0-1~debian.12~bookworm)" in msg
     assert "containerd.io=1.7.28-* (listed: none" in msg
+
+
+def test_lists_unresolved_pins_before_anything_changes(target: Target) -> None:
+    """The shipped experiment's unresolved pins are named by preflight, with the one command."""
+    import yaml
+
+    experiment = yaml.safe_load(
+        (REPO / "bench" / "experiments" / "qwen38-27b-gptq-2x3090.yaml").read_text()
+    )
+    experiment["models"]["target"]["revision"] = "0" * 40  # a pinned one is not listed
+    msg = _refusal(
+        target, "preflight", {"preflight_check_unresolved": True, "experiment": experiment}
+    )
+    assert "still has unresolved pins: vllm (vllm/vllm-openai:v0.33.0: digest)" in msg
+    assert "sglang (specbench/sglang:0.5.19-66da4a94e4dc: image ID)" in msg
+    assert "sglang (base lmsysorg/sglang:v0.5.19: digest)" in msg
+    assert "z-lab/Qwen3.8-27B-DFlash2 (revision)" in msg
+    assert "btbtyler09" not in msg
+    assert "-e images_allow_unresolved=true -e models_allow_unresolved=true" in msg
+    assert "Nothing has been changed on the host yet" in msg
 
 
 def test_refuses_too_little_disk(target: Target) -> None:

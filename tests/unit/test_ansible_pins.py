@@ -333,3 +333,30 @@ def test_sglang_dflash_runs_without_the_copied_admission_cap(
     assert "five live requests" in dev[0]["reason"]
     # the seed's MTP command keeps its cap verbatim
     assert "--max-running-requests" in cfgs["sglang-mtp"]["args"]
+
+
+def test_preflight_names_every_unresolved_pin_of_the_shipped_experiment() -> None:
+    """Issue #21: the images and models roles refuse unresolved pins only after the driver,
+    Docker and the toolkit are installed; preflight names them all first."""
+    experiment = yaml.safe_load(EXPERIMENT.read_text())
+    env = {**_trusted(_role_file("preflight", "vars")), "experiment": experiment}
+    images = _render(env["preflight_unresolved_images"], env)
+    models = _render(env["preflight_unresolved_models"], env)
+    want_images = []
+    for key, img in experiment["images"].items():
+        if img["digest"] == "unresolved":
+            want_images.append(key)
+        if img.get("build", {}).get("base_digest") == "unresolved":
+            want_images.append(key)
+    assert want_images, "the shipped experiment has no unresolved image pins any more"
+    assert [i.split(" ")[0] for i in images] == want_images
+    want_models = [
+        m["hf_id"] for m in experiment["models"].values() if m["revision"] == "unresolved"
+    ]
+    assert [m.split(" ")[0] for m in models] == want_models
+    experiment["images"] = {
+        k: {**v, "digest": "sha256:" + "a" * 64}
+        for k, v in experiment["images"].items()
+        if "build" not in v
+    }
+    assert _render(env["preflight_unresolved_images"], env) == []
