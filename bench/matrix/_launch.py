@@ -314,7 +314,9 @@ class DockerLauncher:
         try:
             container = self._create(kwargs)
         except Exception as err:
-            raise RunError(f"cannot create container from {spec.image}: {scrub(str(err))}") from None
+            raise RunError(
+                f"cannot create container from {spec.image}: {scrub(str(err))}"
+            ) from None
         try:
             container.start()
         except Exception as err:
