@@ -396,11 +396,31 @@ def test_auto_keeps_the_path_an_earlier_install_recorded(target: Target) -> None
 # ---- a local apt archive standing in for Ubuntu's, on 127.0.0.1 in the target -----------------
 
 # Ubuntu's archive keeps only the newest build of a driver branch (noble's
-# nvidia-graphics-drivers-580-server at 580.173.02 in -updates, issue #21's read); the prebuilt
-# module package for a kernel depends on nvidia-kernel-common-580-server (<= its build).
-# Dummies: control files only, nothing installed, no maintainer scripts.
+# nvidia-graphics-drivers-580-server at 580.173.02 in -updates), and the prebuilt module package
+# for a kernel depends on nvidia-kernel-common-580-server (<= its build); NVIDIA's CUDA repository
+# keeps several builds, and nvidia-headless-580-open depends on nvidia-dkms-580-open (= its build)
+# and so on down the set (issue #21's read of both archives' indices; the builds' revision
+# suffixes here are illustrative). Dummies: control files only, no files, no maintainer scripts.
 UBUNTU_BUILD = "580.173.02-0ubuntu0.24.04.1"
+NVIDIA_BUILDS = ("580.95.05-0ubuntu1", "580.105.08-0ubuntu1")
 ARCHIVE_KERNEL = "6.8.0-85-generic"
+
+
+def _nvidia_side(v: str) -> list[dict[str, str]]:
+    return [
+        {
+            "Package": "nvidia-headless-580-open",
+            "Version": v,
+            "Depends": f"nvidia-dkms-580-open (= {v}), libnvidia-compute-580 (= {v})",
+        },
+        {"Package": "nvidia-dkms-580-open", "Version": v,
+         "Depends": f"nvidia-kernel-common-580 (= {v})"},
+        {"Package": "nvidia-kernel-common-580", "Version": v},
+        {"Package": "libnvidia-compute-580", "Version": v},
+        {"Package": "nvidia-utils-580", "Version": v, "Depends": f"libnvidia-compute-580 (= {v})"},
+    ]  # fmt: skip
+
+
 ARCHIVE_PACKAGES: list[dict[str, str]] = [
     {
         "Package": f"linux-modules-nvidia-580-server-open-{ARCHIVE_KERNEL}",
@@ -410,6 +430,7 @@ ARCHIVE_PACKAGES: list[dict[str, str]] = [
     {"Package": "nvidia-kernel-common-580-server", "Version": UBUNTU_BUILD},
     {"Package": "nvidia-headless-no-dkms-580-server-open", "Version": UBUNTU_BUILD},
     {"Package": "nvidia-utils-580-server", "Version": UBUNTU_BUILD},
+    *(p for v in NVIDIA_BUILDS for p in _nvidia_side(v)),
 ]
 ARCHIVE_DIR = "/srv/sbans-archive"
 ARCHIVE_SOURCE = "/etc/apt/sources.list.d/sbans-archive.sources"
@@ -460,18 +481,22 @@ def local_archive(target: Target) -> Iterator[Target]:
         yield target
     finally:
         target.sh(
-            f"rm -rf {ARCHIVE_DIR} {ARCHIVE_SOURCE} /tmp/sbans-pkg /tmp/sbans-archive.py; "
+            f"rm -rf {ARCHIVE_DIR} {ARCHIVE_SOURCE} /tmp/sbans-pkg /tmp/sbans-archive.py"
+            " /etc/apt/preferences.d/specbench-nvidia-driver; "
             "for c in /proc/[0-9]*/cmdline; do grep -qs '[h]ttp.server' $c || continue; "
             "p=${c#/proc/}; kill ${p%/cmdline}; done"
         )
 
 
-def test_preflight_refreshes_the_lists_then_refuses_a_build_no_longer_served(
-    local_archive: Target,
-) -> None:
-    """Empty lists at the start: the prebuilt modules are found only after an `apt-get update`
-    (before it, auto picked DKMS and Secure Boot refused it); the pinned 580.95.05 build is
-    refused because Ubuntu's side serves only the newest, with what to do about it."""
+def test_driver_stage_on_a_ubuntu_like_archive(local_archive: Target) -> None:
+    """Empty lists at the start; the pin is the branch, an exact build is the user's choice.
+
+    1. Default: the prebuilt modules are found only after an `apt-get update` (before it, auto
+       picked DKMS and Secure Boot refused it); the branch's newest build passes the pin check.
+    2. An exact build Ubuntu's side no longer serves is refused, saying why and what to do.
+    3. DKMS from NVIDIA's side with an exact build: the preferences file holds the whole set, so
+       apt resolves the exact-version dependencies to that build (without it, it cannot).
+    """
     t = local_archive
     t.fake("uname", FAKE_UNAME.format(kernel=ARCHIVE_KERNEL))
     t.fake("mokutil", FAKE_MOKUTIL.format(state="enabled"))
@@ -483,20 +508,41 @@ def test_preflight_refreshes_the_lists_then_refuses_a_build_no_longer_served(
     }
     r = t.run("archive", "preflight,prerequisites", extra)
     assert f"Driver path: prebuilt (kernel {ARCHIVE_KERNEL}, Secure Boot on" in _stdout(r)
-    failures = _failures(r)
-    assert r.rc != 0 and len(failures) == 1, failures or _stdout(r)[-3000:]
-    msg = failures[0]
-    assert msg.startswith("Check that every pinned version is listed."), msg
-    assert f"nvidia-headless-no-dkms-580-server-open=580.95.05-* (listed: {UBUNTU_BUILD})" in msg
-    assert "keeps only the newest build" in msg and "nvidia_driver_source=cuda_repo" in msg
+    assert r.rc == 0, "\n".join(_failures(r))
+    prefs = "/etc/apt/preferences.d/specbench-nvidia-driver"
+    assert t.sh(f"test -e {prefs}").returncode != 0
     # apt itself resolves the prebuilt set the archive serves (nothing is installed)
     sim = t.sh(
         "apt-get install --simulate -q"
         f" linux-modules-nvidia-580-server-open-{ARCHIVE_KERNEL}"
-        f" nvidia-headless-no-dkms-580-server-open={UBUNTU_BUILD}"
+        " nvidia-headless-no-dkms-580-server-open"
     )
     assert sim.returncode == 0, sim.stdout + sim.stderr
     assert f"Inst nvidia-kernel-common-580-server ({UBUNTU_BUILD}" in sim.stdout
+
+    msg = _refusal_tags(t, "preflight,prerequisites", "",
+                        {**extra, "nvidia_driver_version": "580.95.05"})  # fmt: skip
+    assert msg.startswith("Check that every pinned version is listed."), msg
+    assert f"nvidia-headless-no-dkms-580-server-open=580.95.05-* (listed: {UBUNTU_BUILD})" in msg
+    assert "keeps only the newest build" in msg and "nvidia_driver_source=cuda_repo" in msg
+
+    t.fake("mokutil", FAKE_MOKUTIL.format(state="disabled"))
+    old = NVIDIA_BUILDS[0]
+    dkms = {**extra, "nvidia_driver_install_path": "dkms", "nvidia_driver_version": "580.95.05"}
+    r = t.run("archive-dkms", "preflight,prerequisites", dkms)
+    assert r.rc == 0, "\n".join(_failures(r))
+    assert "Pin: version 580.95.05-*" in t.sh(f"cat {prefs}").stdout
+    sim = t.sh("apt-get install --simulate -q nvidia-headless-580-open nvidia-utils-580")
+    assert sim.returncode == 0, sim.stdout + sim.stderr
+    inst = [line for line in sim.stdout.splitlines() if line.startswith("Inst ")]
+    assert len(inst) == 5 and all(f"({old} " in line for line in inst), inst
+    # what the old top-level-only pin met: the dependencies resolve to the newest build
+    t.sh(f"rm -f {prefs}")
+    sim = t.sh(
+        f"apt-get install --simulate -q nvidia-headless-580-open={old} nvidia-utils-580={old}"
+    )
+    assert sim.returncode != 0, sim.stdout
+    assert f"Depends: nvidia-dkms-580-open (= {old})" in sim.stdout + sim.stderr
 
 
 def test_refuses_a_kernel_outside_the_dkms_range(target: Target) -> None:
@@ -682,6 +728,28 @@ def test_benchmark_holds_upgrades_for_the_run_and_releases_them(
     assert target.sh("test -e /etc/apt/apt.conf.d/99specbench-hold").returncode != 0
     snap = target.sh("cat /tmp/sbans-snap.log").stdout.splitlines()
     assert snap == ["refresh --hold=49h", "refresh --unhold"]
+
+
+def test_benchmark_refuses_while_another_matrix_holds_the_host(target: Target) -> None:
+    """One matrix per host (issue #21): a second one, from another controller or a resume while
+    the first still runs, stops before it touches the upgrade hold or the GPUs."""
+    target.sh("rm -f /tmp/sbans-matrix-ran")
+    _fake_venv(target, "specbench", FAKE_SPECBENCH.format(rc=0))
+    target.fake("docker", FAKE_DOCKER_INSPECT)
+    lock = "/opt/specbench/reports/.matrix.lock"
+    target.sh("mkdir -p /opt/specbench/reports")
+    _docker("exec", "-d", target.name, "flock", lock, "sleep", "120")
+    try:
+        msg = _refusal_tags(target, "bench", BENCH_SKIP, _bench_vars(target))
+    finally:
+        target.sh(
+            "for c in /proc/[0-9]*/cmdline; do grep -qs '[m]atrix.lock' $c || continue; "
+            "p=${c#/proc/}; kill ${p%/cmdline}; done"
+        )
+    assert msg.startswith("Stop when another matrix holds the host."), msg
+    assert f"({lock} is locked)" in msg
+    assert target.sh("test -e /tmp/sbans-matrix-ran").returncode != 0, "the matrix ran"
+    assert target.sh("test -e /etc/apt/apt.conf.d/99specbench-hold").returncode != 0
 
 
 def test_benchmark_refuses_a_local_image_whose_id_is_not_the_pin(target: Target) -> None:
