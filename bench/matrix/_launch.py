@@ -291,16 +291,51 @@ class DockerLauncher:
                 "build it from the pinned inputs (docker/sglang) or resolve the pin again"
             )
 
+    def _existing(self, name: str) -> Any | None:
+        try:
+            return self.client.containers.get(name)
+        except Exception:  # docker.errors.NotFound, or no such container in a fake client
+            return None
+
+    def _create(self, kwargs: dict[str, Any]) -> Any:
+        """containers.create, pulling a missing image first as containers.run does."""
+        try:
+            return self.client.containers.create(**kwargs)
+        except Exception as err:
+            if type(err).__name__ != "ImageNotFound":
+                raise
+        self.client.images.pull(kwargs["image"])
+        return self.client.containers.create(**kwargs)
+
     def start(self, spec: ContainerSpec, log_path: Path) -> DockerServer:
         self.check_image(spec)
         kwargs = self.run_kwargs(spec)
+        before = self._existing(spec.name) if spec.name else None
+        if before is not None:
+            # A container of this name that still runs is a live server (a matrix of the same run
+            # id resumed while the first still runs, say): never removed from here. A stopped
+            # one is the leftover of a run that died, and is cleared.
+            before.reload()
+            if before.status in ("created", "running", "restarting"):
+                raise RunError(
+                    f"a container named {spec.name} is {before.status} (id {before.short_id}):"
+                    " another matrix of this run is using it. Let it finish, or stop it"
+                    f" (docker stop {spec.name}) and resume"
+                )
+            before.remove(force=True)
+        # create, then start: a failed create (a name conflict with a container another matrix
+        # just started) leaves nothing of ours to remove; a failed start leaves ours, removed
         try:
-            container = self.client.containers.run(**kwargs)
+            container = self._create(kwargs)
         except Exception as err:
-            # run = create + start: a failed start leaves a created container behind.
-            if spec.name:
-                with contextlib.suppress(Exception):
-                    self.client.containers.get(spec.name).remove(force=True)
+            raise RunError(
+                f"cannot create container from {spec.image}: {scrub(str(err))}"
+            ) from None
+        try:
+            container.start()
+        except Exception as err:
+            with contextlib.suppress(Exception):
+                container.remove(force=True)
             raise RunError(f"cannot start container from {spec.image}: {scrub(str(err))}") from None
         return DockerServer(container, f"http://127.0.0.1:{spec.host_port}")
 

@@ -23,6 +23,7 @@ import secrets
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -41,15 +42,53 @@ def _docker(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess
     )
 
 
-class Target:
-    """One fresh container and the playbook runs made against it."""
+# What a stock Ubuntu server runs from boot: unattended-upgrades.service's
+# `/usr/bin/python3 /usr/share/unattended-upgrades/unattended-upgrade-shutdown --wait-for-signal`
+# (it waits for shutdown and upgrades nothing), and at first boot apt-daily-upgrade's catch-up
+# `unattended-upgrade`, which holds dpkg's locks (fcntl, as apt and dpkg take them) for minutes.
+UU_SHUTDOWN = "/usr/share/unattended-upgrades/unattended-upgrade-shutdown"
+UU_SHUTDOWN_PY = """#!/usr/bin/python3
+import signal
+signal.pause()
+"""
+UU_RUN = "/usr/bin/unattended-upgrade"
+UU_RUN_PY = """#!/usr/bin/python3
+import fcntl, sys, time
+locks = [open(p, "a") for p in ("/var/lib/dpkg/lock-frontend", "/var/lib/dpkg/lock")]
+for f in locks:
+    fcntl.lockf(f, fcntl.LOCK_EX)
+time.sleep(float(sys.argv[1]))
+with open("/tmp/sbans-uu-end", "w") as out:
+    out.write(repr(time.time()))
+"""
+# Long enough that apt, reaching its install after preflight and an `apt-get update`, waits
+# more than apt's default 60 s lock timeout for it.
+FIRST_BOOT_UPGRADE_S = 100
 
-    def __init__(self, tmp: Path, prefix: str = PREFIX) -> None:
+
+def _boot_script(upgrade_s: int) -> str:
+    """The container's command: the Ubuntu processes above, then sleep."""
+    lines = []
+    for path, body in ((UU_SHUTDOWN, UU_SHUTDOWN_PY), (UU_RUN, UU_RUN_PY)):
+        lines += [f"mkdir -p {Path(path).parent}", f"cat > {path} <<'EOF'", body + "EOF",
+                  f"chmod 0755 {path}"]  # fmt: skip
+    lines.append(f"{UU_SHUTDOWN} --wait-for-signal &")
+    if upgrade_s:
+        lines.append(f"{UU_RUN} {upgrade_s} &")
+    lines.append("exec sleep infinity")
+    return "\n".join(lines)
+
+
+class Target:
+    """One fresh container that boots like stock Ubuntu, and the playbook runs made against it."""
+
+    def __init__(self, tmp: Path, prefix: str = PREFIX, upgrade_s: int = 0) -> None:
         self.name = prefix + secrets.token_hex(4)
         self.tmp = tmp
         r = _docker(
             "run", "-d", "--name", self.name, "--network", NETWORK,
-            "--label", "specbench.test=ansible-fresh-host", BASE_IMAGE, "sleep", "infinity",
+            "--label", "specbench.test=ansible-fresh-host", BASE_IMAGE,
+            "sh", "-c", _boot_script(upgrade_s),
         )  # fmt: skip
         assert r.returncode == 0, f"cannot start {BASE_IMAGE}: {r.stderr}"
         self.mirror = self._mirror()
@@ -130,6 +169,8 @@ def _base_vars(t: Target, tmp: Path) -> dict[str, Any]:
         "preflight_require_gpus": False,
         "preflight_check_driver": False,
         "preflight_check_images": False,
+        # the shipped experiment's pins are unresolved: their refusal has its own test below
+        "preflight_check_unresolved": False,
         # no route to download.docker.com / nvidia.github.io from here: the vendor repositories
         # are replaced by one on the Debian mirror, through the same deb822_repository path
         "nvidia_driver_manage": False,
@@ -194,15 +235,15 @@ def _changed_tasks(r: Any) -> list[str]:
 @pytest.fixture(scope="module")
 def make_target(
     docker_client: Any, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[Callable[[], Target]]:
+) -> Iterator[Callable[..., Target]]:
     try:
         docker_client.images.get(BASE_IMAGE)
     except Exception as err:  # CI must fail here, not skip: the image is built by the suite
         pytest.fail(f"{BASE_IMAGE} missing ({err}); build it with docker/base/build.sh")
     made: list[Target] = []
 
-    def make() -> Target:
-        t = Target(tmp_path_factory.mktemp("fresh-host"))
+    def make(upgrade_s: int = 0) -> Target:
+        t = Target(tmp_path_factory.mktemp("fresh-host"), upgrade_s=upgrade_s)
         made.append(t)
         return t
 
@@ -212,17 +253,19 @@ def make_target(
 
 
 @pytest.fixture(scope="module")
-def provisioned(make_target: Callable[[], Target]) -> Iterator[tuple[Target, Any]]:
-    """A fresh target after one preflight + prerequisites run."""
-    t = make_target()
+def provisioned(make_target: Callable[..., Target]) -> Iterator[tuple[Target, Any]]:
+    """A fresh target after one preflight + prerequisites run, started while the first boot's
+    unattended-upgrade holds dpkg's lock (apt's default 60 s lock timeout does not outlast it)."""
+    t = make_target(upgrade_s=FIRST_BOOT_UPGRADE_S)
     assert t.sh("python3 -c 'import debian'").returncode != 0, "the image is not fresh"
+    assert t.sh("ls /var/lib/apt/lists/*_Packages*").returncode != 0, "apt lists are not empty"
     first = t.run("first", "preflight,prerequisites", _base_vars(t, t.tmp))
     assert first.rc == 0, "\n".join(_failures(first)) or _stdout(first)[-4000:]
     yield t, first
 
 
 def test_without_prerequisites_the_repository_step_fails(
-    make_target: Callable[[], Target],
+    make_target: Callable[..., Target],
 ) -> None:
     """The playbook before the prerequisites role: deb822_repository on a fresh host."""
     t = make_target()
@@ -236,6 +279,16 @@ def test_without_prerequisites_the_repository_step_fails(
 
 def test_fresh_host_passes_with_prerequisites(provisioned: tuple[Target, Any]) -> None:
     t, first = provisioned
+    # the first install started while the first boot's upgrade held dpkg's lock, and waited
+    # longer than apt's default 60 s for it
+    uu_end = float(t.sh("cat /tmp/sbans-uu-end").stdout or "inf")
+    task = "Ensure python3-apt is installed, waiting for dpkg's lock."
+    install = {
+        e["event"]: datetime.fromisoformat(e["created"]).timestamp()
+        for e in first.events
+        if e["event_data"].get("task") == task
+    }
+    assert install["runner_on_start"] + 60 < uu_end < install["runner_on_ok"], (install, uu_end)
     assert t.sh("python3 -c 'import debian, apt'").returncode == 0
     assert t.sh("command -v lspci && command -v gpg && command -v curl").returncode == 0
     src = t.sh("cat /etc/apt/sources.list.d/specbench-e2e-updates.sources").stdout
@@ -354,6 +407,158 @@ def test_auto_keeps_the_path_an_earlier_install_recorded(target: Target) -> None
     )
 
 
+# ---- a local apt archive standing in for Ubuntu's, on 127.0.0.1 in the target -----------------
+
+# Ubuntu's archive keeps only the newest build of a driver branch (noble's
+# nvidia-graphics-drivers-580-server at 580.173.02 in -updates), and the prebuilt module package
+# for a kernel depends on nvidia-kernel-common-580-server (<= its build); NVIDIA's CUDA repository
+# keeps several builds, and nvidia-headless-580-open depends on nvidia-dkms-580-open (= its build)
+# and so on down the set (issue #21's read of both archives' indices; the builds' revision
+# suffixes here are illustrative). Dummies: control files only, no files, no maintainer scripts.
+UBUNTU_BUILD = "580.173.02-0ubuntu0.24.04.1"
+NVIDIA_BUILDS = ("580.95.05-0ubuntu1", "580.105.08-0ubuntu1")
+ARCHIVE_KERNEL = "6.8.0-85-generic"
+
+
+def _nvidia_side(v: str) -> list[dict[str, str]]:
+    return [
+        {
+            "Package": "nvidia-headless-580-open",
+            "Version": v,
+            "Depends": f"nvidia-dkms-580-open (= {v}), libnvidia-compute-580 (= {v})",
+        },
+        {"Package": "nvidia-dkms-580-open", "Version": v,
+         "Depends": f"nvidia-kernel-common-580 (= {v})"},
+        {"Package": "nvidia-kernel-common-580", "Version": v},
+        {"Package": "libnvidia-compute-580", "Version": v},
+        {"Package": "nvidia-utils-580", "Version": v, "Depends": f"libnvidia-compute-580 (= {v})"},
+    ]  # fmt: skip
+
+
+ARCHIVE_PACKAGES: list[dict[str, str]] = [
+    {
+        "Package": f"linux-modules-nvidia-580-server-open-{ARCHIVE_KERNEL}",
+        "Version": "6.8.0-85.85+1",
+        "Depends": f"nvidia-kernel-common-580-server (<= {UBUNTU_BUILD})",
+    },
+    {"Package": "nvidia-kernel-common-580-server", "Version": UBUNTU_BUILD},
+    {"Package": "nvidia-headless-no-dkms-580-server-open", "Version": UBUNTU_BUILD},
+    {"Package": "nvidia-utils-580-server", "Version": UBUNTU_BUILD},
+    *(p for v in NVIDIA_BUILDS for p in _nvidia_side(v)),
+]
+ARCHIVE_DIR = "/srv/sbans-archive"
+ARCHIVE_SOURCE = "/etc/apt/sources.list.d/sbans-archive.sources"
+# Builds the dummies with dpkg-deb, writes Packages and a Release listing its hash (a flat
+# repository, trusted=yes), then serves the folder on 127.0.0.1.
+BUILD_ARCHIVE_PY = """
+import hashlib, json, os, subprocess, sys
+root, port, packages = sys.argv[1], sys.argv[2], json.loads(sys.stdin.read())
+os.makedirs(root, exist_ok=True)
+stanzas = []
+for p in packages:
+    fields = {**p, "Architecture": "all", "Maintainer": "specbench tests <t@localhost>",
+              "Description": "specbench test dummy"}
+    control = "".join(f"{k}: {v}\\n" for k, v in fields.items())
+    src = f"/tmp/sbans-pkg/{p['Package']}"
+    os.makedirs(f"{src}/DEBIAN", exist_ok=True)
+    with open(f"{src}/DEBIAN/control", "w") as f:
+        f.write(control)
+    deb = f"{p['Package']}_{p['Version']}_all.deb"
+    subprocess.run(["dpkg-deb", "-Zgzip", "--build", src, f"{root}/{deb}"], check=True,
+                   capture_output=True)
+    data = open(f"{root}/{deb}", "rb").read()
+    stanzas.append(control + f"Filename: ./{deb}\\nSize: {len(data)}\\n"
+                   f"SHA256: {hashlib.sha256(data).hexdigest()}\\n")
+index = "\\n".join(stanzas).encode()
+open(f"{root}/Packages", "wb").write(index)
+open(f"{root}/Release", "w").write(
+    "Origin: sbans\\nSuite: ./\\nSHA256:\\n"
+    f" {hashlib.sha256(index).hexdigest()} {len(index)} Packages\\n")
+with open("/etc/apt/sources.list.d/sbans-archive.sources", "w") as f:
+    f.write(f"Types: deb\\nURIs: http://127.0.0.1:{port}/\\nSuites: ./\\nTrusted: yes\\n")
+"""
+
+
+@pytest.fixture
+def local_archive(target: Target) -> Iterator[Target]:
+    """The archive above served on 127.0.0.1 in the target, the target's lists emptied."""
+    port = "18080"
+    assert target.sh("cat > /tmp/sbans-archive.py", BUILD_ARCHIVE_PY).returncode == 0
+    r = target.sh(
+        f"python3 /tmp/sbans-archive.py {ARCHIVE_DIR} {port}", json.dumps(ARCHIVE_PACKAGES)
+    )
+    assert r.returncode == 0, r.stderr
+    _docker("exec", "-d", target.name, "python3", "-m", "http.server", "--bind", "127.0.0.1",
+            "--directory", ARCHIVE_DIR, port)  # fmt: skip
+    target.sh("rm -rf /var/lib/apt/lists/*")
+    try:
+        yield target
+    finally:
+        target.sh(
+            f"rm -rf {ARCHIVE_DIR} {ARCHIVE_SOURCE} /tmp/sbans-pkg /tmp/sbans-archive.py"
+            " /etc/apt/preferences.d/specbench-nvidia-driver; "
+            "for c in /proc/[0-9]*/cmdline; do grep -qs '[h]ttp.server' $c || continue; "
+            "p=${c#/proc/}; kill ${p%/cmdline}; done"
+        )
+
+
+def test_driver_stage_on_a_ubuntu_like_archive(local_archive: Target) -> None:
+    """Empty lists at the start; the pin is the branch, an exact build is the user's choice.
+
+    1. Default: the prebuilt modules are found only after an `apt-get update` (before it, auto
+       picked DKMS and Secure Boot refused it); the branch's newest build passes the pin check.
+    2. An exact build Ubuntu's side no longer serves is refused, saying why and what to do.
+    3. DKMS from NVIDIA's side with an exact build: the preferences file holds the whole set, so
+       apt resolves the exact-version dependencies to that build (without it, it cannot).
+    """
+    t = local_archive
+    t.fake("uname", FAKE_UNAME.format(kernel=ARCHIVE_KERNEL))
+    t.fake("mokutil", FAKE_MOKUTIL.format(state="enabled"))
+    extra = {
+        **_base_vars(t, t.tmp),
+        "preflight_check_driver": True,
+        "nvidia_driver_manage": True,
+        "nvidia_driver_os": "Ubuntu",
+    }
+    r = t.run("archive", "preflight,prerequisites", extra)
+    assert f"Driver path: prebuilt (kernel {ARCHIVE_KERNEL}, Secure Boot on" in _stdout(r)
+    assert r.rc == 0, "\n".join(_failures(r))
+    prefs = "/etc/apt/preferences.d/specbench-nvidia-driver"
+    assert t.sh(f"test -e {prefs}").returncode != 0
+    # apt itself resolves the prebuilt set the archive serves (nothing is installed)
+    sim = t.sh(
+        "apt-get install --simulate -q"
+        f" linux-modules-nvidia-580-server-open-{ARCHIVE_KERNEL}"
+        " nvidia-headless-no-dkms-580-server-open"
+    )
+    assert sim.returncode == 0, sim.stdout + sim.stderr
+    assert f"Inst nvidia-kernel-common-580-server ({UBUNTU_BUILD}" in sim.stdout
+
+    msg = _refusal_tags(t, "preflight,prerequisites", "",
+                        {**extra, "nvidia_driver_version": "580.95.05"})  # fmt: skip
+    assert msg.startswith("Check that every pinned version is listed."), msg
+    assert f"nvidia-headless-no-dkms-580-server-open=580.95.05-* (listed: {UBUNTU_BUILD})" in msg
+    assert "keeps only the newest build" in msg and "nvidia_driver_source=cuda_repo" in msg
+
+    t.fake("mokutil", FAKE_MOKUTIL.format(state="disabled"))
+    old = NVIDIA_BUILDS[0]
+    dkms = {**extra, "nvidia_driver_install_path": "dkms", "nvidia_driver_version": "580.95.05"}
+    r = t.run("archive-dkms", "preflight,prerequisites", dkms)
+    assert r.rc == 0, "\n".join(_failures(r))
+    assert "Pin: version 580.95.05-*" in t.sh(f"cat {prefs}").stdout
+    sim = t.sh("apt-get install --simulate -q nvidia-headless-580-open nvidia-utils-580")
+    assert sim.returncode == 0, sim.stdout + sim.stderr
+    inst = [line for line in sim.stdout.splitlines() if line.startswith("Inst ")]
+    assert len(inst) == 5 and all(f"({old} " in line for line in inst), inst
+    # what the old top-level-only pin met: the dependencies resolve to the newest build
+    t.sh(f"rm -f {prefs}")
+    sim = t.sh(
+        f"apt-get install --simulate -q nvidia-headless-580-open={old} nvidia-utils-580={old}"
+    )
+    assert sim.returncode != 0, sim.stdout
+    assert f"Depends: nvidia-dkms-580-open (= {old})" in sim.stdout + sim.stderr
+
+
 def test_refuses_a_kernel_outside_the_dkms_range(target: Target) -> None:
     target.fake("uname", FAKE_UNAME.format(kernel="6.17.9-061709-generic"))
     target.fake("mokutil", FAKE_MOKUTIL.format(state="disabled"))
@@ -377,6 +582,26 @@ def test_refuses_an_apt_version_madison_does_not_list(target: Target) -> None:
     assert "apt-cache madison does not list these pinned versions" in msg
     assert "docker-ce=5:28.5.1-* (listed: 5:28.5.0-1~debian.12~bookworm)" in msg
     assert "containerd.io=1.7.28-* (listed: none" in msg
+
+
+def test_lists_unresolved_pins_before_anything_changes(target: Target) -> None:
+    """The shipped experiment's unresolved pins are named by preflight, with the one command."""
+    import yaml
+
+    experiment = yaml.safe_load(
+        (REPO / "bench" / "experiments" / "qwen38-27b-gptq-2x3090.yaml").read_text()
+    )
+    experiment["models"]["target"]["revision"] = "0" * 40  # a pinned one is not listed
+    msg = _refusal(
+        target, "preflight", {"preflight_check_unresolved": True, "experiment": experiment}
+    )
+    assert "still has unresolved pins: vllm (vllm/vllm-openai:v0.33.0: digest)" in msg
+    assert "sglang (specbench/sglang:0.5.19-66da4a94e4dc: image ID)" in msg
+    assert "sglang (base lmsysorg/sglang:v0.5.19: digest)" in msg
+    assert "z-lab/Qwen3.8-27B-DFlash2 (revision)" in msg
+    assert "btbtyler09" not in msg
+    assert "-e images_allow_unresolved=true -e models_allow_unresolved=true" in msg
+    assert "Nothing has been changed on the host yet" in msg
 
 
 def test_refuses_too_little_disk(target: Target) -> None:
@@ -417,9 +642,9 @@ echo "{\\"changed\\": true, \\"revision\\": \\"$rev\\", \\"files\\": 1, \\"verif
 """
 FAKE_SPECBENCH = """#!/bin/sh
 if grep -qs 'Unattended-Upgrade "0"' /etc/apt/apt.conf.d/99specbench-hold; then
-  echo held > /tmp/sbans-matrix-ran
+  echo held $(date +%s.%N) > /tmp/sbans-matrix-ran
 else
-  echo not-held > /tmp/sbans-matrix-ran
+  echo not-held $(date +%s.%N) > /tmp/sbans-matrix-ran
 fi
 exit {rc}
 """
@@ -486,6 +711,10 @@ def _bench_vars(t: Target, **extra: Any) -> dict[str, Any]:
         "report_controller_dir": str(t.tmp / "reports"),
         "benchmark_poll_s": 1,
         "benchmark_allow_unpinned": True,
+        # unattended-upgrade-shutdown runs all the time: a wait that mistakes it for an upgrade
+        # fails here after 30 s instead of the real 30 min
+        "benchmark_upgrade_wait_s": 30,
+        "benchmark_upgrade_poll_s": 2,
         **extra,
     }
 
@@ -497,17 +726,44 @@ BENCH_SKIP = "preflight,prerequisites,bundle,images,models,verify"
 def test_benchmark_holds_upgrades_for_the_run_and_releases_them(
     target: Target, matrix_rc: int
 ) -> None:
-    target.sh("rm -f /tmp/sbans-matrix-ran /tmp/sbans-snap.log")
+    target.sh("rm -f /tmp/sbans-matrix-ran /tmp/sbans-snap.log /tmp/sbans-uu-end")
     _fake_venv(target, "specbench", FAKE_SPECBENCH.format(rc=matrix_rc))
     target.fake("snap", FAKE_SNAP)
     target.fake("docker", FAKE_DOCKER_INSPECT)
+    assert target.sh("grep -qs '[w]ait-for-signal' /proc/[0-9]*/cmdline").returncode == 0
+    # an unattended upgrade under way when the run starts: the matrix waits for it, and only it
+    _docker("exec", "-d", target.name, UU_RUN, "6")
     r = target.run("bench", "bench", _bench_vars(target), skip=BENCH_SKIP)
     assert (r.rc == 0) == (matrix_rc == 0), "\n".join(_failures(r))
-    assert target.sh("cat /tmp/sbans-matrix-ran").stdout.strip() == "held"
+    ran = target.sh("cat /tmp/sbans-matrix-ran").stdout.split()
+    assert ran[0] == "held"
+    assert float(ran[1]) > float(target.sh("cat /tmp/sbans-uu-end").stdout), "did not wait"
     # released after the run, also when the matrix failed
     assert target.sh("test -e /etc/apt/apt.conf.d/99specbench-hold").returncode != 0
     snap = target.sh("cat /tmp/sbans-snap.log").stdout.splitlines()
     assert snap == ["refresh --hold=49h", "refresh --unhold"]
+
+
+def test_benchmark_refuses_while_another_matrix_holds_the_host(target: Target) -> None:
+    """One matrix per host (issue #21): a second one, from another controller or a resume while
+    the first still runs, stops before it touches the upgrade hold or the GPUs."""
+    target.sh("rm -f /tmp/sbans-matrix-ran")
+    _fake_venv(target, "specbench", FAKE_SPECBENCH.format(rc=0))
+    target.fake("docker", FAKE_DOCKER_INSPECT)
+    lock = "/opt/specbench/reports/.matrix.lock"
+    target.sh("mkdir -p /opt/specbench/reports")
+    _docker("exec", "-d", target.name, "flock", lock, "sleep", "120")
+    try:
+        msg = _refusal_tags(target, "bench", BENCH_SKIP, _bench_vars(target))
+    finally:
+        target.sh(
+            "for c in /proc/[0-9]*/cmdline; do grep -qs '[m]atrix.lock' $c || continue; "
+            "p=${c#/proc/}; kill ${p%/cmdline}; done"
+        )
+    assert msg.startswith("Stop when another matrix holds the host."), msg
+    assert f"({lock} is locked)" in msg
+    assert target.sh("test -e /tmp/sbans-matrix-ran").returncode != 0, "the matrix ran"
+    assert target.sh("test -e /etc/apt/apt.conf.d/99specbench-hold").returncode != 0
 
 
 def test_benchmark_refuses_a_local_image_whose_id_is_not_the_pin(target: Target) -> None:

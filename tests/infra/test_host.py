@@ -49,8 +49,19 @@ def test_emulator_image_present(host: Any, provisioned: Expect) -> None:
 
 @pytest.mark.gpu
 def test_driver_version_is_the_pin(host: Any, gpu_host: Expect) -> None:
+    """The exact build when one is set; else the build the driver role recorded (the branch's
+    newest when it ran), of the pinned branch and no older than the floor."""
     out = host.check_output("nvidia-smi --query-gpu=driver_version --format=csv,noheader")
-    assert {line.strip() for line in out.splitlines()} == {gpu_host["nvidia_driver_version"]}
+    loaded = {line.strip() for line in out.splitlines()}
+    if gpu_host["nvidia_driver_version"]:
+        assert loaded == {gpu_host["nvidia_driver_version"]}
+        return
+    record = json.loads(host.file(gpu_host["nvidia_driver_record_file"]).content_string)
+    build = str(record["version"]).rsplit("-", 1)[0]
+    assert loaded == {build}, f"loaded {loaded}, recorded {record['version']}"
+    assert build.startswith(f"{gpu_host['nvidia_driver_branch']}.")
+    floor = gpu_host["nvidia_driver_min_version"]
+    assert tuple(map(int, build.split("."))) >= tuple(map(int, floor.split("."))), build
 
 
 @pytest.mark.gpu

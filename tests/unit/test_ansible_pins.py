@@ -122,7 +122,11 @@ def test_models_role_reads_the_experiment_models(experiment_raw: dict[str, Any])
 def test_role_defaults_agree_with_group_vars_pins() -> None:
     gv = _group_vars()
     pins = {
-        "nvidia_driver": ["nvidia_driver_branch", "nvidia_driver_version"],
+        "nvidia_driver": [
+            "nvidia_driver_branch",
+            "nvidia_driver_version",
+            "nvidia_driver_min_version",
+        ],
         "docker": ["docker_version", "docker_containerd_version", "docker_buildx_version"],
         "nvidia_container_toolkit": ["nvidia_container_toolkit_version"],
     }
@@ -137,8 +141,11 @@ def test_driver_pin_supports_the_images_cuda() -> None:
 
     exp = load_experiment(EXPERIMENT)
     gv = _group_vars()
-    driver = _ver(gv["nvidia_driver_version"])
-    assert gv["nvidia_driver_version"].startswith(gv["nvidia_driver_branch"] + ".")
+    # the floor of any build installed (the branch's newest, or an exact build set)
+    driver = _ver(gv["nvidia_driver_min_version"])
+    assert gv["nvidia_driver_min_version"].startswith(gv["nvidia_driver_branch"] + ".")
+    if gv["nvidia_driver_version"]:
+        assert _ver(gv["nvidia_driver_version"]) >= driver
     cuda13 = [k for k, img in exp.images.items() if _ver(img.version) >= CUDA13_SINCE[img.engine]]
     assert cuda13, "expected CUDA 13 images for the pinned vLLM/SGLang releases"
     # GeForce cards get no CUDA forward compatibility: the driver itself must be new enough.
@@ -219,8 +226,10 @@ def test_every_repository_task_runs_after_the_prerequisites() -> None:
         "roles/prerequisites/tasks/main.yml",
     ]
     tasks = yaml.safe_load((ANSIBLE / "roles/prerequisites/tasks/main.yml").read_text())
-    first = tasks[0]
-    assert "ansible.builtin.apt" in first
+    # python3-apt first (probe + apt-get), then the packages, all before any repository
+    first_repo = next(i for i, t in enumerate(tasks) if "ansible.builtin.deb822_repository" in t)
+    installs = [i for i, t in enumerate(tasks) if "ansible.builtin.apt" in t]
+    assert installs and installs[0] < first_repo
     assert "python3-debian" in _role_file("prerequisites", "defaults")["prerequisites_packages"]
     # repository.yml files are included from the prerequisites role, nowhere else
     includers = sorted(
@@ -235,7 +244,9 @@ def test_every_repository_task_runs_after_the_prerequisites() -> None:
         assert roles.index("prerequisites") < roles.index(role)
 
 
-def _driver_packages(path: str, source: str = "cuda_repo") -> dict[str, str]:
+def _driver_packages(
+    path: str, source: str = "cuda_repo", version: str | None = None
+) -> dict[str, str]:
     gv = _group_vars()
     os_vars = yaml.safe_load((ANSIBLE / "roles/nvidia_driver/vars/Ubuntu.yml").read_text())
     env = {
@@ -243,6 +254,7 @@ def _driver_packages(path: str, source: str = "cuda_repo") -> dict[str, str]:
         **_trusted(os_vars),
         **_trusted(_role_file("nvidia_driver", "vars")),
         **{k: gv[k] for k in ("nvidia_driver_branch", "nvidia_driver_version")},
+        **({} if version is None else {"nvidia_driver_version": version}),
         "nvidia_driver_source": source,
         "preflight_driver_path": path,
         "preflight_kernel_running": "6.8.0-85-generic",
@@ -252,9 +264,18 @@ def _driver_packages(path: str, source: str = "cuda_repo") -> dict[str, str]:
     return {p["package"]: p["version"] for p in rendered}
 
 
+def test_the_driver_pin_is_the_branch_not_one_build() -> None:
+    """Issue #21: Ubuntu's archive serves only the newest build of a branch, so the shipped pin is
+    the branch (580) and flavour (open); an exact build is the user's choice."""
+    gv = _group_vars()
+    assert gv["nvidia_driver_branch"] == "580" and gv["nvidia_driver_version"] == ""
+    assert set(_driver_packages("prebuilt").values()) == {"*"}
+    assert set(_driver_packages("dkms").values()) == {"*"}
+
+
 def test_prebuilt_driver_path_uses_canonicals_signed_modules_for_the_running_kernel() -> None:
-    ver = _group_vars()["nvidia_driver_version"]
-    pkgs = _driver_packages("prebuilt")
+    ver = "580.95.05"
+    pkgs = _driver_packages("prebuilt", version=ver)
     # ubuntu-drivers' ABI package name: linux-modules-nvidia-<flavour>-<uname -r>
     assert pkgs == {
         "linux-modules-nvidia-580-server-open-6.8.0-85-generic": "*",
@@ -265,12 +286,12 @@ def test_prebuilt_driver_path_uses_canonicals_signed_modules_for_the_running_ker
 
 
 def test_dkms_driver_path_pins_the_driver_version() -> None:
-    ver = _group_vars()["nvidia_driver_version"]
-    assert _driver_packages("dkms") == {
+    ver = "580.95.05"
+    assert _driver_packages("dkms", version=ver) == {
         "nvidia-headless-580-open": f"{ver}-*",
         "nvidia-utils-580": f"{ver}-*",
     }
-    assert _driver_packages("dkms", "ubuntu") == {
+    assert _driver_packages("dkms", "ubuntu", version=ver) == {
         "nvidia-headless-580-server-open": f"{ver}-*",
         "nvidia-utils-580-server": f"{ver}-*",
     }
@@ -333,3 +354,51 @@ def test_sglang_dflash_runs_without_the_copied_admission_cap(
     assert "five live requests" in dev[0]["reason"]
     # the seed's MTP command keeps its cap verbatim
     assert "--max-running-requests" in cfgs["sglang-mtp"]["args"]
+
+
+def test_preflight_names_every_unresolved_pin_of_the_shipped_experiment() -> None:
+    """Issue #21: the images and models roles refuse unresolved pins only after the driver,
+    Docker and the toolkit are installed; preflight names them all first."""
+    experiment = yaml.safe_load(EXPERIMENT.read_text())
+    env = {**_trusted(_role_file("preflight", "vars")), "experiment": experiment}
+    images = _render(env["preflight_unresolved_images"], env)
+    models = _render(env["preflight_unresolved_models"], env)
+    want_images = []
+    for key, img in experiment["images"].items():
+        if img["digest"] == "unresolved":
+            want_images.append(key)
+        if img.get("build", {}).get("base_digest") == "unresolved":
+            want_images.append(key)
+    assert want_images, "the shipped experiment has no unresolved image pins any more"
+    assert [i.split(" ")[0] for i in images] == want_images
+    want_models = [
+        m["hf_id"] for m in experiment["models"].values() if m["revision"] == "unresolved"
+    ]
+    assert [m.split(" ")[0] for m in models] == want_models
+    experiment["images"] = {
+        k: {**v, "digest": "sha256:" + "a" * 64}
+        for k, v in experiment["images"].items()
+        if "build" not in v
+    }
+    assert _render(env["preflight_unresolved_images"], env) == []
+
+
+def test_verify_checks_what_a_first_run_resolved_not_the_literal_unresolved() -> None:
+    """Issue #21: after a first run with the allow-unresolved switches, testinfra compared the
+    downloaded revision with the literal 'unresolved' and asserted pinned digests."""
+    experiment = yaml.safe_load(EXPERIMENT.read_text())
+    assert experiment["images"]["vllm"]["digest"] == "unresolved"
+    assert experiment["models"]["target"]["revision"] == "unresolved"
+    expect = _trusted(_role_file("verify", "vars"))["verify_expectations"]
+    digest, commit = "sha256:" + "c" * 64, "f" * 40
+    env = {
+        "experiment": experiment,
+        "images_present": {"images": [{"RepoDigests": [f"vllm/vllm-openai@{digest}"]}]},
+        "models_resolved": {"target": {"hf_id": "x", "revision": commit}},
+    }
+    images = {i["image"]: i["digest"] for i in _render(expect["images"], env)}
+    assert images["vllm/vllm-openai:v0.33.0"] == digest
+    assert images["lmsysorg/sglang:v0.5.19"] == "unresolved"  # not resolved by this run
+    models = {m["hf_id"]: m["revision"] for m in _render(expect["models"], env)}
+    assert models["btbtyler09/Qwen3.8-27B-GPTQ-4bit"] == commit
+    assert models["z-lab/Qwen3.8-27B-DFlash2"] == "unresolved"

@@ -92,3 +92,81 @@ def test_driver_record_reaches_provenance(tmp_path: Path) -> None:
     assert broken.driverInstall is None and any(
         "unreadable driver record" in n for n in broken.notes
     )
+
+
+class FakeContainer:
+    def __init__(self, name: str, status: str, log: list[str]) -> None:
+        self.name, self.status, self.log = name, status, log
+        self.id = self.short_id = f"{name}-{len(log)}"
+
+    def reload(self) -> None:
+        pass
+
+    def start(self) -> None:
+        self.log.append(f"start {self.id}")
+        self.status = "running"
+
+    def remove(self, force: bool = False) -> None:
+        self.log.append(f"remove {self.id}")
+
+
+class FakeContainers:
+    """One name at a time, as Docker: create refuses a name in use (a Conflict)."""
+
+    def __init__(self, existing: FakeContainer | None, log: list[str]) -> None:
+        self.existing, self.log = existing, log
+
+    def get(self, name: str) -> FakeContainer:
+        if self.existing is None or self.existing.name != name:
+            raise LookupError(f"no such container: {name}")
+        return self.existing
+
+    def create(self, **kwargs: Any) -> FakeContainer:
+        if self.existing is not None and f"remove {self.existing.id}" not in self.log:
+            raise RuntimeError(f'Conflict: the container name "/{kwargs["name"]}" is in use')
+        self.log.append(f"create {kwargs['name']}")
+        return FakeContainer(kwargs["name"], "created", self.log)
+
+
+def _launcher(existing_status: str | None, log: list[str]) -> tuple[DockerLauncher, Any]:
+    exp, spec = _sglang_spec(PINNED)
+    existing = None if existing_status is None else FakeContainer(spec.name, existing_status, log)
+    client = SimpleNamespace(
+        images=FakeImages({exp.images["sglang"].image: PINNED}),
+        containers=FakeContainers(existing, log),
+    )
+    return DockerLauncher(client=client), spec
+
+
+def test_a_resumed_run_never_removes_a_live_container_of_its_own_run(tmp_path: Path) -> None:
+    """Issue #21: a resume with the same run id force-removed the live container of that name."""
+    log: list[str] = []
+    launcher, spec = _launcher("running", log)
+    with pytest.raises(RunError, match=f"a container named {spec.name} is running"):
+        launcher.start(spec, tmp_path / "server.log")
+    assert not any(e.startswith("remove") for e in log), log
+
+
+def test_a_name_taken_between_the_check_and_the_create_is_left_alone(tmp_path: Path) -> None:
+    log: list[str] = []
+    launcher, spec = _launcher(None, log)
+    launcher.client.containers.existing = None
+    # another matrix creates it after our check: our create meets a conflict
+    real_create = launcher.client.containers.create
+
+    def racing_create(**kwargs: Any) -> Any:
+        launcher.client.containers.existing = FakeContainer(spec.name, "running", log)
+        return real_create(**kwargs)
+
+    launcher.client.containers.create = racing_create
+    with pytest.raises(RunError, match="Conflict"):
+        launcher.start(spec, tmp_path / "server.log")
+    assert not any(e.startswith("remove") for e in log), log
+
+
+def test_a_stopped_leftover_of_the_same_name_is_replaced(tmp_path: Path) -> None:
+    log: list[str] = []
+    launcher, spec = _launcher("exited", log)
+    server = launcher.start(spec, tmp_path / "server.log")
+    assert log == [f"remove {spec.name}-0", f"create {spec.name}", f"start {spec.name}-2"]
+    assert server.container.status == "running"
