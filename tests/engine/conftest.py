@@ -29,7 +29,10 @@ def tiny_models(tmp_path_factory: pytest.TempPathFactory) -> TinyModels:
     folder = tmp_path_factory.mktemp("tiny-models")
     made = make_tiny_models(folder, seed=0)
     # The server runs as uid 10001: the mounted folders must be readable by others.
-    for path in (folder, made.target.path, made.draft.path):
+    for path in (
+        folder,
+        *(getattr(made, m).path for m in ("target", "draft", "chain", "dflash", "mtp")),
+    ):
         path.chmod(0o755)
     return made
 
