@@ -57,9 +57,11 @@ CONFIGS: dict[str, list[str]] = {
     # Triton kernel precopy_mamba_align_fused_kernel (v1/worker/mamba_utils.py:1226), and the
     # CPU build has no Triton.
     "mtp": [*speculative("qwen3_next_mtp", k=SEED_K["mtp"]), "--no-enable-prefix-caching"],
+    # the seed's drafter class (DFlash2DraftModel), which the CPU build refuses
+    "dflash2": speculative("dflash", "/models/dflash2", k=SEED_K["dflash"]),
 }
 # The target each configuration serves (default: the random tiny target).
-TARGETS = {"dflash": "/models/chain", "mtp": "/models/mtp"}
+TARGETS = {"dflash": "/models/chain", "mtp": "/models/mtp", "dflash2": "/models/chain"}
 # ``specbench run --spec-method`` of each configuration (a label; the counters are vLLM's).
 RUN_METHODS = {"baseline": "none", "dflash": "dflash", "mtp": "mtp"}
 

@@ -20,7 +20,11 @@ from __future__ import annotations
 
 import itertools
 import json
+import shutil
+import time
+from typing import Any
 
+import engine_server as es
 import jinja2
 import pytest
 from conftest import EngineRuns
@@ -100,3 +104,32 @@ def test_greedy_output_is_the_targets_own(
     for prompt, done in zip(GREEDY_PROMPTS, run.greedy, strict=True):
         assert done.usage["completion_tokens"] == GREEDY_TOKENS
         assert done.text == chain_text(tiny_models, prompt, GREEDY_TOKENS)
+
+
+def test_dflash2_draft_is_refused_on_the_cpu_build(
+    docker_client: Any,
+    vllm_cpu_image: str,
+    tiny_models: TinyModels,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    """The seed's drafter is a ``DFlash2DraftModel`` (z-lab/Qwen3.8-27B-DFlash2, pins.md).
+    DFlash2's candidate head runs only on Model Runner V2 (vllm/config/vllm.py:741-754,
+    :2988-2991 in 0.32.0), V2 needs Triton (:723-727) and the CPU build has none: vLLM refuses
+    at config time, before any weight is read. So the draft here is the DFlash draft's config
+    with DFlash2's architecture name, and DFlash2 runs on a GPU only."""
+    folder = tmp_path_factory.mktemp("dflash2")
+    shutil.copytree(tiny_models.chain.path, folder / "chain")
+    (folder / "dflash2").mkdir()
+    config = json.loads((tiny_models.dflash.path / "config.json").read_text())
+    config["architectures"] = ["DFlash2DraftModel"]
+    (folder / "dflash2" / "config.json").write_text(json.dumps(config))
+    for path in (folder, *folder.iterdir()):
+        path.chmod(0o755)
+    started = time.monotonic()
+    with pytest.raises(RuntimeError) as refused:
+        es.start_server(docker_client, "dflash2", folder)
+    print(f"\nDFlash2 refused after {time.monotonic() - started:.0f} s")
+    assert "Model Runner V2 requires Triton; using the V1 model runner instead." in str(
+        refused.value
+    )
+    assert "Model Runner V1 does not support: DFlash candidate-head drafts" in str(refused.value)
