@@ -26,15 +26,22 @@ from bench.tinymodel._chain import F32
 from bench.tinymodel._spec import TinyModelSpec
 
 LAYER_TYPES = ("linear_attention", "full_attention")
-LINEAR_HEADS = 2
-LINEAR_HEAD_DIM = 32
+#: vLLM's Qwen3-Next needs at least one sparse-MoE layer (qwen3_next.py:789-800 in 0.32.0,
+#: "No Qwen3Next layer found in the model.layers." otherwise): every layer is one here
+EXPERTS = 2
+EXPERT_SIZE = 64
+LINEAR_HEADS = 1
+#: vLLM 0.32.0 CPU chunk_gated_delta_rule_cpu refuses 32 ("Unexpected head dim size, 32");
+#: 128 is the published Qwen3-Next and Qwen3.5 value
+LINEAR_HEAD_DIM = 128
 CONV_KERNEL = 4
 
 
 def qwen3_next_config(
     spec: TinyModelSpec, vocab_size: int, bos_id: int, eos_id: int
 ) -> dict[str, Any]:
-    """config.json of a dense (``num_experts`` 0) two-layer Qwen3-Next with one MTP layer."""
+    """config.json of a two-layer Qwen3-Next (2 routed experts + a shared one in every
+    layer) with one MTP layer."""
     return {
         "architectures": ["Qwen3NextForCausalLM"],
         "attention_bias": False,
@@ -57,11 +64,11 @@ def qwen3_next_config(
         "max_position_embeddings": spec.max_position_embeddings,
         "mlp_only_layers": [],
         "model_type": "qwen3_next",
-        "moe_intermediate_size": spec.intermediate_size,
+        "moe_intermediate_size": EXPERT_SIZE,
         "mtp_num_hidden_layers": 1,
         "norm_topk_prob": True,
         "num_attention_heads": spec.num_heads,
-        "num_experts": 0,
+        "num_experts": EXPERTS,
         "num_experts_per_tok": 1,
         "num_hidden_layers": len(LAYER_TYPES),
         "num_key_value_heads": spec.num_kv_heads,
@@ -71,7 +78,7 @@ def qwen3_next_config(
         "rms_norm_eps": 1e-6,
         "rope_scaling": None,
         "rope_theta": 10000000.0,
-        "shared_expert_intermediate_size": 0,
+        "shared_expert_intermediate_size": EXPERT_SIZE,
         "tie_word_embeddings": False,
         "torch_dtype": "bfloat16",
         "transformers_version": "4.57.0",
@@ -106,16 +113,31 @@ def _linear_attention(spec: TinyModelSpec, p: str) -> dict[str, tuple[int, ...]]
     }
 
 
-def _block(spec: TinyModelSpec, p: str, layer_type: str) -> dict[str, tuple[int, ...]]:
-    h, i = spec.hidden_size, spec.intermediate_size
-    mixer = _attention(spec, p) if layer_type == "full_attention" else _linear_attention(spec, p)
-    return mixer | {
-        p + "input_layernorm.weight": (h,),
-        p + "post_attention_layernorm.weight": (h,),
-        p + "mlp.gate_proj.weight": (i, h),
-        p + "mlp.up_proj.weight": (i, h),
-        p + "mlp.down_proj.weight": (h, i),
+def _mlp(p: str, h: int, i: int) -> dict[str, tuple[int, ...]]:
+    return {
+        p + "gate_proj.weight": (i, h),
+        p + "up_proj.weight": (i, h),
+        p + "down_proj.weight": (h, i),
     }
+
+
+def _block(spec: TinyModelSpec, p: str, layer_type: str) -> dict[str, tuple[int, ...]]:
+    h = spec.hidden_size
+    mixer = _attention(spec, p) if layer_type == "full_attention" else _linear_attention(spec, p)
+    moe: dict[str, tuple[int, ...]] = {
+        p + "mlp.gate.weight": (EXPERTS, h),
+        p + "mlp.shared_expert_gate.weight": (1, h),
+    } | _mlp(p + "mlp.shared_expert.", h, EXPERT_SIZE)
+    for expert in range(EXPERTS):
+        moe |= _mlp(f"{p}mlp.experts.{expert}.", h, EXPERT_SIZE)
+    return (
+        mixer
+        | moe
+        | {
+            p + "input_layernorm.weight": (h,),
+            p + "post_attention_layernorm.weight": (h,),
+        }
+    )
 
 
 def qwen3_next_shapes(spec: TinyModelSpec, vocab_size: int) -> dict[str, tuple[int, ...]]:

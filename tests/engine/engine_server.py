@@ -33,20 +33,37 @@ START_TIMEOUT_S = float(os.environ.get("SPECBENCH_ENGINE_START_TIMEOUT", "900"))
 K = 3  # speculative tokens of every speculative configuration here
 
 
-def speculative(method: str, model: str | None = None, **extra: Any) -> list[str]:
-    spec: dict[str, Any] = {"method": method, "num_speculative_tokens": K, **extra}
-    if model is not None:
-        spec["model"] = model
+def speculative(method: str, model: str | None = None, *, k: int = K, **extra: Any) -> list[str]:
+    spec: dict[str, Any] = {"method": method, **({"model": model} if model else {})}
+    spec |= {"num_speculative_tokens": k, **extra}
     return ["--speculative-config", json.dumps(spec, separators=(",", ":"))]
 
 
-# name -> server flags (the model directory is mounted at /models: target/ and draft/).
+# The seed's two vLLM methods with its own --speculative-config shapes (seed report:
+# DFlash with 4 speculative tokens, MTP '{"method":"qwen3_next_mtp","num_speculative_tokens":2}'),
+# on the chain models of bench/tinymodel/_chain.py, whose answers are known in advance.
+SEED_K = {"dflash": 4, "mtp": 2}
+
+# name -> server flags (the model directory is mounted at /models: target/, draft/, chain/,
+# dflash/, mtp/ as `specbench tiny-model` writes them).
 CONFIGS: dict[str, list[str]] = {
     "baseline": [],
     "self_draft": speculative("draft_model", "/models/target"),
     "partial_draft": speculative("draft_model", "/models/draft"),
     "ngram": speculative("ngram", prompt_lookup_min=2, prompt_lookup_max=4),
+    "dflash": speculative("dflash", "/models/dflash", k=SEED_K["dflash"]),
+    # vLLM 0.32.0's CPU build serves a hybrid (GDN) target only without prefix caching: with it
+    # (the default for hybrid models, mamba_cache_mode "align") the first request dies in the
+    # Triton kernel precopy_mamba_align_fused_kernel (v1/worker/mamba_utils.py:1226), and the
+    # CPU build has no Triton.
+    "mtp": [*speculative("qwen3_next_mtp", k=SEED_K["mtp"]), "--no-enable-prefix-caching"],
+    # the seed's drafter class (DFlash2DraftModel), which the CPU build refuses
+    "dflash2": speculative("dflash", "/models/dflash2", k=SEED_K["dflash"]),
 }
+# The target each configuration serves (default: the random tiny target).
+TARGETS = {"dflash": "/models/chain", "mtp": "/models/mtp", "dflash2": "/models/chain"}
+# ``specbench run --spec-method`` of each configuration (a label; the counters are vLLM's).
+RUN_METHODS = {"baseline": "none", "dflash": "dflash", "mtp": "mtp"}
 
 
 def build_image() -> tuple[str, float]:
@@ -67,7 +84,7 @@ def build_image() -> tuple[str, float]:
 def server_command(config: str) -> list[str]:
     """The command after ``--entrypoint vllm``: exactly what the GPU image is given."""
     return [
-        "serve", "/models/target", *CONFIGS[config],
+        "serve", TARGETS.get(config, "/models/target"), *CONFIGS[config],
         "--host", "0.0.0.0", "--port", str(PORT), "--served-model-name", SERVED,
     ]  # fmt: skip
 
@@ -236,7 +253,7 @@ def specbench_run(base_url: str, config: str, models: Path, work: Path) -> dict[
     """``specbench run vllm --mode remote`` against the server (the README's command with
     small numbers and the tiny model's tokenizer); the payload, plus ``_exit_code``."""
     out = work / f"{config}.json"
-    method = "none" if config == "baseline" else "mtp"  # a label; counters are vLLM's
+    method = RUN_METHODS.get(config, "mtp")  # a label; counters are vLLM's
     argv = [
         sys.executable, "-m", "bench", "run", "vllm", "--mode", "remote",
         "--base-url", base_url, "--hf-id", "specbench/tiny-qwen3",
@@ -246,7 +263,7 @@ def specbench_run(base_url: str, config: str, models: Path, work: Path) -> dict[
         "--warmup", "1", "--iterations", str(ITERATIONS), "--out", str(out),
     ]  # fmt: skip
     if method != "none":
-        argv += ["--spec-num-tokens", str(K)]
+        argv += ["--spec-num-tokens", str(SEED_K.get(config, K))]
     done = subprocess.run(argv, capture_output=True, text=True, check=False, cwd=REPO)
     if not out.exists():
         raise RuntimeError(f"specbench run failed ({done.returncode}): {done.stderr[-2000:]}")

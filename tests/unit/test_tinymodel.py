@@ -295,7 +295,7 @@ def test_mtp_target_is_a_qwen3_next_chain_with_one_mtp_layer(made: TinyModels) -
     assert config["architectures"] == ["Qwen3NextForCausalLM"]
     assert config["model_type"] == "qwen3_next"
     assert config["layer_types"] == ["linear_attention", "full_attention"]
-    assert config["num_nextn_predict_layers"] == 1 and config["num_experts"] == 0
+    assert config["num_nextn_predict_layers"] == 1 and config["num_experts"] == 2
     w = _weights(made.mtp)
     h = made.spec.hidden_size
     for name in w:
