@@ -56,7 +56,8 @@ demo: setup-runtime
 
 # Every tier in parallel workers (pytest-xdist): tests sharing a Docker resource stay in one
 # worker (tests/tiers.py); PYTEST_WORKERS=0 runs them in this process, one after another.
-PYTEST_WORKERS ?= 2
+# Three workers on two cores: the Docker and Ansible tiers spend much of their time waiting.
+PYTEST_WORKERS ?= 3
 PYTEST_PARALLEL := $(if $(filter 0,$(PYTEST_WORKERS)),-p no:xdist,-n $(PYTEST_WORKERS) --dist loadgroup)
 
 test: setup lint

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tiers import XDIST_GROUPS, tier_of
+from tiers import tier_of, xdist_group
 
 TIERS = {"unit", "integration", "e2e", "contract", "infra", "engine"}
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -24,8 +24,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         tier = parts[0] if parts else ""
         if tier in TIERS:
             item.add_marker(getattr(pytest.mark, "e2e" if tier == "infra" else tier))
-        if tier in XDIST_GROUPS:
-            item.add_marker(pytest.mark.xdist_group(XDIST_GROUPS[tier]))
+        group = xdist_group(item.nodeid)
+        if group is not None:
+            item.add_marker(pytest.mark.xdist_group(group))
 
 
 def pytest_terminal_summary(terminalreporter: Any) -> None:

@@ -73,3 +73,13 @@ def test_tier_of_nodeids() -> None:
     assert tier_of("tests/infra/test_host.py::test_b[x]") == "e2e"
     assert tier_of("tests/engine/test_vllm_cpu.py::t@engine") == "engine"
     assert tier_of("test_tier.py::test_a") == ""
+
+
+def test_xdist_groups() -> None:
+    from tiers import xdist_group
+
+    assert xdist_group("tests/e2e/test_ansible_fresh_host.py::test_x[a]") == "fresh-host"
+    assert xdist_group("tests/e2e/test_ansible_site.py::test_y") == "docker-e2e"
+    assert xdist_group("tests/infra/test_host.py::test_z") == "docker-e2e"
+    assert xdist_group("tests/engine/test_vllm_cpu.py::t") == "engine"
+    assert xdist_group("tests/unit/test_stats.py::t") is None
