@@ -7,10 +7,17 @@ from __future__ import annotations
 from test_validity import make_payload
 
 from bench.engines import GraphPatterns, LogPattern
-from bench.measure import GraphCheck, graph_check, judge, scan_log
+from bench.measure import GraphCheck, graph_check, judge, scan_log, throttle_warnings
 from bench.measure._acceptance import build
 from bench.measure._validity import LogFinding, measurement_reasons, rule_reasons, zero_acceptance
-from bench.schema import IterationRecord, Payload, RequestRecord, ValidityReason
+from bench.schema import (
+    GpuWindowStats,
+    IterationRecord,
+    Payload,
+    RequestRecord,
+    TelemetrySummary,
+    ValidityReason,
+)
 
 
 def test_zero_acceptance_message_names_method_drafts_and_tokens() -> None:
@@ -263,3 +270,53 @@ def test_judge_adds_rule_and_graph_reasons_and_keeps_evidence() -> None:
     # neither: the payload's own block is kept as it was
     kept = judge(out, speculative=True, findings=[])
     assert kept.evidence.server_log == log
+
+
+def test_throttle_warning_names_the_gpu_reasons_and_evidence() -> None:
+    gpus = [
+        GpuWindowStats(gpu=0, samples=10),
+        GpuWindowStats(
+            gpu=1,
+            samples=10,
+            throttleReasons=["sw_power_cap", "hw_slowdown"],
+            throttledFraction=0.25,
+            smClockMinMhz=1200,
+            temperatureMaxC=83,
+            powerMaxW=350.5,
+        ),
+    ]
+    summary = TelemetrySummary(
+        source="t", intervalS=0.1, windowCount=1, measuredSeconds=1.0, gpus=gpus
+    )
+    [w] = throttle_warnings(summary)
+    assert (w.code, w.severity) == ("gpu_throttled", "warning")
+    assert w.message == (
+        "GPU 1 was throttled in 25% of the samples of the measured windows: "
+        "sw_power_cap, hw_slowdown"
+    )
+    assert w.evidence == ["smClockMinMhz=1200", "temperatureMaxC=83", "powerMaxW=350.5"]
+
+
+def test_unused_graphs_follow_required_and_the_flag_keeps_its_value() -> None:
+    g = graph_check(
+        "captured decode",
+        "graph=False steps=1",
+        PATTERNS,
+        speculative=False,
+        required=False,
+        args=[],
+    )
+    assert [(r.code, r.severity) for r in g.reasons] == [("cuda_graphs_unused", "warning")]
+    # a flag value holding '=' still names the flag
+    g2 = graph_check(
+        "captured verify", "", PATTERNS, speculative=True, required=False, args=["--log-graphs=a=b"]
+    )
+    assert g2.evidence.use_unobservable == (
+        "no graph-state line was logged inside the measured windows"
+    )
+
+
+def test_load_failures_count_the_invalid_findings() -> None:
+    findings = [_finding("a", "1"), _finding("b", "2"), _finding("c", "3", severity="warning")]
+    out = judge(make_payload(), speculative=True, findings=findings, load_checks=("x",))
+    assert out.evidence.server_log is not None and out.evidence.server_log.load_failures == 2
