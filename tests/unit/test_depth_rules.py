@@ -151,3 +151,39 @@ def test_declared_k_and_which_runs_form_a_sweep() -> None:
     assert [(s.group, s.concurrency) for s in sweeps] == [("d", 4), ("d", 1)]
     assert not sweeps[0].per_position_exported
     assert depth_tests(rs([k2], [info(2)])) == {}
+
+
+def test_edges_of_a_sweep() -> None:
+    # two samples each are enough for a test; a zero mean is still a mean
+    k2 = point_run(2, dec(0.0, 0.0))
+    k3 = point_run(3, dec(0.4, 0.6))
+    [s] = depth_sweeps(rs([k2, k3], [info(2), info(3)]))
+    # v = 0 and 0.02 / 2, t = -0.5 / 0.1 = -5, df = 0.01^2 / (0.01^2 / 1) = 1 (Cauchy):
+    # p = 2 (1/2 - atan(5) / pi)
+    assert s.fastest_k == 3
+    assert s.points[0].p_vs_best == pytest.approx(1.0 - 2.0 * math.atan(5.0) / math.pi)
+    assert best_k(s.points) == (2, 3)
+    # no decode mean anywhere: points, but nothing fastest and nothing tested
+    blind = [point_run(2, Figure()), point_run(3, Figure())]
+    [b] = depth_sweeps(rs(blind, [info(2), info(3)]))
+    assert (b.best_k, b.fastest_k) == (None, None) and [p.p_vs_best for p in b.points] == [
+        None,
+        None,
+    ]
+    other = [point_run(7, dec(1.0, 2.0, 3.0), config="e-k7", engine="sglang", method="MTP")]
+    # a blind group first does not stop the next group's tests
+    e_infos = [
+        ConfigInfo(name="e-k7", spec_tokens=7, depth_of="e"),
+        ConfigInfo(name="e-k8", spec_tokens=8, depth_of="e"),
+    ]
+    other.append(point_run(8, dec(2.0, 3.0, 4.0), config="e-k8", engine="sglang", method="MTP"))
+    tests = depth_tests(rs([*blind, *other], [info(2), info(3), *e_infos]))
+    assert set(tests) == {claim_key("decode", other[0], other[1])}
+    # two sweeps at the same concurrency stay apart; a sweep of one point is still a sweep
+    single = point_run(4, dec(1.0, 2.0, 3.0), spec_tokens=None)
+    sweeps = depth_sweeps(rs([single, *other], [info(4), *e_infos]))
+    assert [(s.group, s.engine, s.method, len(s.points)) for s in sweeps] == [
+        ("d", "vllm", "DFLASH", 1),
+        ("e", "sglang", "MTP", 2),
+    ]
+    assert sweeps[0].points[0].k == 0  # no spec_tokens recorded
