@@ -280,3 +280,46 @@ def test_admission_cap_from_flags() -> None:
     assert _cap_from_flags(info("--max-num-seqs", "auto")) is None
     assert _cap_from_flags(info("--max-num-seqs-x=4", "--max-num-seqsy", "4")) is None
     assert ALPHA == 0.05
+
+
+def test_pairs_and_leaders_use_the_published_deltas_and_the_family() -> None:
+    # means unknown: only the published differences order the pairs
+    a, b = run("a"), run("b")
+    d = (
+        PublishedDelta(metric="decode", a="a", b="b", delta=-0.5),
+        PublishedDelta(metric="ttft", a="a", b="b", delta=-2.0),
+    )
+    [p] = within([a, b], "engine", runset(a, b, deltas=d))
+    assert (p.decode.a.key, p.decode.better, p.decode.delta) == ("b", "a", 0.5)
+    assert (p.ttft.a.key, p.ttft.delta, p.ttft.better) == ("b", 2.0, "b")
+    [lead] = ttft_leaders([a, b], runset(a, b, deltas=d))
+    assert lead.run is a
+    assert (
+        lead.basis == "published difference; the values themselves and their spread are not known"
+    )
+    # a difference of another metric is not this one's
+    only_decode = (PublishedDelta(metric="decode", a="b", b="a", delta=3.0),)
+    assert compare(a, b, "ttft", only_decode).better is None
+    # with a family: every comparison carries its adjusted p
+    x = run("x", decode=fig(1.0, 2.0, 3.0), ttft=fig(19.0, 20.0, 21.0))
+    y = run("y", decode=fig(4.0, 5.0, 6.0), ttft=fig(9.0, 10.0, 11.0))
+    fam = Family.of({claim_key("decode", x, y): 0.01, claim_key("ttft", x, y): 0.02})
+    [q] = within([x, y], "method", runset(x, y), fam)
+    assert (q.decode.a.key, q.decode.p_adjusted, q.ttft.p_adjusted) == ("y", 0.02, 0.02)
+    lone = run("lone", method="SOLO", ttft=fig(1.0, 2.0, 3.0))
+    [held] = ttft_leaders(
+        [lone, x, y], runset(lone, x, y), Family.of({claim_key("ttft", x, y): 0.9})
+    )
+    assert held.method == "M" and held.run is None
+
+
+def test_small_gaps_and_bounds_mirrored() -> None:
+    half = compare(run("x", decode=Figure(mean=1.0)), run("y", decode=Figure(mean=0.5)), "decode")
+    assert half.pct == pytest.approx(100.0)  # 1 / 0.5 - 1
+    one = compare(run("x", decode=Figure(mean=2.0)), run("y", decode=Figure(mean=1.0)), "decode")
+    assert (one.delta, one.significance) == (1.0, "unknown")
+    known = run("k", decode=Figure(mean=100.0))
+    bound = run("u", decode=Figure(lower_bound=100.0))
+    assert (
+        compare(bound, known, "decode").basis == "published ordering; the other value is not known"
+    )

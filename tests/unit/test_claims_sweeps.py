@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 
 from bench.report import Figure, RunView
-from bench.report._claims import ConcurrencySweep, Family, claim_key, sweeps
+from bench.report._claims import ConcurrencySweep, Family, _peak_tests, claim_key, sweeps
 from bench.report._model import ConcurrencyFact, ConfigInfo, RunSet
 
 
@@ -145,3 +145,13 @@ def test_one_level_is_no_sweep_unless_the_lock_declares_more() -> None:
     s = one(rs(*single, info=ConfigInfo(name="s", concurrency=(1, 2))))
     assert s.levels == [1, 2] and s.peak is None and s.scales_through is None
     assert s.admission_cap is None and s.queued_levels == [] and s.cause is None
+
+
+def test_peak_tests_use_valid_levels_only() -> None:
+    c1 = level(1, agg(99.0, 100.0, 101.0), 10.0)
+    c2 = level(2, agg(199.0, 200.0, 201.0), 20.0)
+    c4 = level(4, agg(900.0, 901.0, 902.0), 30.0, valid=False)
+    assert _peak_tests([c1, c2, c4]) == [
+        (claim_key("aggregate", c1, c2), c1.aggregate, c2.aggregate)
+    ]
+    assert _peak_tests([c1, c4]) == []
