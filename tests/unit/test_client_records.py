@@ -211,3 +211,18 @@ def test_headers_and_bodies_at_their_limits() -> None:
         [HEAD + b"Transfer-Encoding: chunked\r\n\r\n9;ext=1;more\r\ndata: q\n\n\r\n0\r\n\r\n"]
     )
     assert [e for _, e in ext.events] == [b"q"] and ext.complete
+
+
+def test_slow_path_events_blank_blocks_and_field_lines() -> None:
+    # read-until-close SSE: an empty event first, a field without a space, an id line
+    r, _ = _feed([HEAD + b"\r\n", b"\n\ndata:xy\n\n", b"id: 1\ndata: z\n\n"])
+    assert [e for _, e in r.events] == [b"xy", b"z"]
+
+
+def test_a_plain_body_has_a_size_limit() -> None:
+    limit = 16 * 1024 * 1024
+    head = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n\r\n"
+    ok, _ = _feed([head, b"x" * limit])
+    assert ok.error is None and len(bytes(ok.body)) == 0  # not finished: no Content-Length
+    big, _ = _feed([head, b"x" * limit, b"y"])
+    assert big.error == "response body too large"
