@@ -1,8 +1,8 @@
 """Mutation score of the rules that decide a run (`make mutation`, docs/MUTATION.md).
 
 Runs mutmut (configured in pyproject.toml, [tool.mutmut]) over the modules below, then prints
-killed / total per module (a timeout counts as killed) and every mutant that was not. Exit 1 when a module is under
-the goal. The client is scoped to its timing path: the functions that stamp arrival times and
+killed / total per module (a timeout counts as killed) and every mutant that was not. Exit 1
+when a module is under the goal. The client is scoped to its timing path: the functions that stamp arrival times and
 turn them into TTFT and decode rate; the rest of it (connection set-up, URL parsing, the request
 body) decides no figure.
 
