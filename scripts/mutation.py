@@ -2,9 +2,9 @@
 
 Runs mutmut (configured in pyproject.toml, [tool.mutmut]) over the modules below, then prints
 killed / total per module (a timeout counts as killed) and every mutant that was not. Exit 1
-when a module is under the goal. The client is scoped to its timing path: the functions that stamp arrival times and
-turn them into TTFT and decode rate; the rest of it (connection set-up, URL parsing, the request
-body) decides no figure.
+when a module is under the goal. The client is scoped to its timing path: the functions that
+stamp arrival times and turn them into TTFT and decode rate; the rest of it (connection set-up,
+URL parsing, the request body) decides no figure.
 
     python scripts/mutation.py            # run, then score
     python scripts/mutation.py --score    # score the last run only
