@@ -19,6 +19,7 @@ from bench.report._claims import (
     ALPHA,
     Family,
     _cap_from_flags,
+    claim_family,
     claim_key,
     ordered_unique,
     ranking,
@@ -90,6 +91,12 @@ def test_raw_p_prefers_samples_then_summaries_then_nothing() -> None:
     sa = Figure(mean=2.0, stddev=1.0, n=2)
     sb = Figure(mean=5.0, stddev=1.0, n=2)
     assert raw_p(sa, sb) == pytest.approx(P_N2, rel=1e-9)
+    # samples without a summary are enough; one sample is not
+    bare = raw_p(Figure(samples=(1.0, 3.0)), Figure(samples=(4.0, 6.0)))
+    assert bare == pytest.approx(welch_summary(2.0, math.sqrt(2.0), 2, 5.0, math.sqrt(2.0), 2))
+    three = fig(4.0, 5.0, 6.0)
+    assert raw_p(Figure(samples=(1.0,)), three) is None
+    assert raw_p(three, Figure(samples=(1.0,))) is None
     # one sample on one side: the summaries decide (2, sd 1, n 2 against 5, sd 1, n 2)
     one = Figure(mean=2.0, stddev=1.0, n=2, samples=(2.0,))
     assert raw_p(one, sb) == pytest.approx(P_N2, rel=1e-9)
@@ -258,7 +265,7 @@ def test_stability_selection_and_ranking() -> None:
     b8 = run("b8", config="b", concurrency=8)
     old = run("b1", config="b", concurrency=1, attempt="first try")
     bad = run("c1", config="c", concurrency=1, valid=False)
-    assert single_request([r4, r1, b8, b2, old, bad]) == [r1, b2]
+    assert single_request([r1, r4, b8, b2, old, bad]) == [r1, b2]
     base = run("n", method="NONE")
     assert speculative([r1, base]) == [r1]
     hi = run("hi", decode=Figure(mean=3.0))
@@ -278,6 +285,7 @@ def test_admission_cap_from_flags() -> None:
     assert _cap_from_flags(info("--max-num-seqs=x", "--max-running-requests", "5")) == 5
     assert _cap_from_flags(info("--max-num-seqs")) is None  # no value follows
     assert _cap_from_flags(info("--max-num-seqs", "auto")) is None
+    assert _cap_from_flags(info("--max-num-seqs=8=9")) is None  # not a number
     assert _cap_from_flags(info("--max-num-seqs-x=4", "--max-num-seqsy", "4")) is None
     assert ALPHA == 0.05
 
@@ -323,3 +331,37 @@ def test_small_gaps_and_bounds_mirrored() -> None:
     assert (
         compare(bound, known, "decode").basis == "published ordering; the other value is not known"
     )
+
+
+def test_the_family_holds_each_claim_the_report_makes_once() -> None:
+    x = run("x", decode=fig(1.0, 2.0, 3.0), ttft=fig(9.0, 10.0, 11.0), engine="vllm", method="A")
+    y = run("y", decode=fig(4.0, 5.0, 6.0), ttft=fig(19.0, 20.0, 21.0), engine="vllm", method="B")
+    z = run("z", decode=fig(7.0, 8.0, 9.0), ttft=fig(1.0, 2.0, 3.0), engine="sg", method="A")
+    base = run("base", decode=fig(0.0, 1.0, 2.0), engine="vllm", method="NONE")
+    c1 = run("s1", config="s", aggregate=fig(99.0, 100.0, 101.0), concurrency=1)
+    c2 = run("s2", config="s", aggregate=fig(199.0, 200.0, 201.0), concurrency=2)
+    fam = claim_family(runset(x, y, z, base, c1, c2), [x, y, z], [base])
+    assert set(fam.raw) == {
+        # the ranking's neighbours (z > y > x), within vLLM (x, y), within A (x, z)
+        ("decode", "x", "y"),
+        ("decode", "y", "z"),
+        ("decode", "x", "z"),
+        # each speculative run against its own engine's baseline (not z: another engine)
+        ("decode", "base", "x"),
+        ("decode", "base", "y"),
+        # TTFT between every pair
+        ("ttft", "x", "y"),
+        ("ttft", "x", "z"),
+        ("ttft", "y", "z"),
+        # the sweep's levels below its peak against it
+        ("aggregate", "s1", "s2"),
+    }
+    assert fam.raw[("decode", "x", "y")] == pytest.approx(P_N3, rel=1e-8)
+    # x against the baseline: 1,2,3 against 0,1,2 -> t = 1 / sqrt(2/3), df = 4
+    assert fam.raw[("decode", "base", "x")] == pytest.approx(
+        2.0 * (1.0 - f4(1.0 / math.sqrt(2.0 / 3.0))), rel=1e-9
+    )
+    assert fam.raw[("ttft", "x", "y")] == pytest.approx(
+        2.0 * (1.0 - f4(10.0 / math.sqrt(2.0 / 3.0))), rel=1e-9
+    )
+    assert set(fam.adjusted) == set(fam.raw) and fam.size == 9

@@ -87,6 +87,8 @@ def test_the_peak_p_is_the_largest_adjusted_p_below_it() -> None:
     fam = Family.of({k14: 0.001, k24: 0.004, ("decode", "x", "y"): 0.5})
     s = one(rs(*CLEAR), fam)
     assert s.peak == 4 and s.peak_p_adjusted == 0.008
+    # a family without the sweep's tests has no adjusted p for its peak
+    assert one(rs(*CLEAR), Family.of({("decode", "x", "y"): 0.5})).peak_p_adjusted is None
     # the family holds that c=2 is not below c=4: the peak moves down to c=2
     held = Family.of({k14: 0.001, k24: 0.3})
     s2 = one(rs(*CLEAR), held)
