@@ -226,3 +226,35 @@ def test_a_plain_body_has_a_size_limit() -> None:
     assert ok.error is None and len(bytes(ok.body)) == 0  # not finished: no Content-Length
     big, _ = _feed([head, b"x" * limit, b"y"])
     assert big.error == "response body too large"
+
+
+CHUNKED = HEAD + b"Transfer-Encoding: chunked\r\n\r\n"
+
+
+def _chunk(payload: bytes) -> bytes:
+    return b"%x\r\n%s\r\n" % (len(payload), payload)
+
+
+def test_chunked_framing_edges() -> None:
+    # a non-SSE chunked body that looks like an event stays a body
+    err = b"HTTP/1.1 500 Oops\r\nTransfer-Encoding: chunked\r\n\r\n"
+    r, _ = _feed([err + _chunk(b"data: x\n\n") + b"0\r\n\r\n"], sse=True)
+    assert r.events == [] and r.body == b"data: x\n\n" and r.complete
+    # an event line left open in one chunk joins the next chunk's lines
+    r, _ = _feed([CHUNKED + _chunk(b"data: a\n"), _chunk(b"data: b\n\n") + b"0\r\n\r\n"])
+    assert [e for _, e in r.events] == [b"a", b"b"]
+    # an empty size line is bad framing, said at once
+    r, _ = _feed([CHUNKED + b"\r\n5\r\n"])
+    assert r.error == "bad chunk size b''"
+    r, _ = _feed([CHUNKED + b"z" * 30 + b"\r\n"])
+    assert r.error == "bad chunk size b'" + "z" * 20 + "'"
+    # a response that starts with the blank line has no status line
+    r, _ = _feed([b"\r\n\r\n"])
+    assert r.error == "not an HTTP/1.x response: ''"
+
+
+def test_chunk_split_across_three_reads() -> None:
+    first, second = _chunk(b"data: one\n\n"), _chunk(b"data: two\n\n")
+    # the first read ends inside chunk one; the second completes it exactly; the third is two
+    r, _ = _feed([CHUNKED + first[:6], first[6:], second + b"0\r\n\r\n"])
+    assert [e for _, e in r.events] == [b"one", b"two"] and r.complete
