@@ -365,3 +365,19 @@ def test_the_family_holds_each_claim_the_report_makes_once() -> None:
         2.0 * (1.0 - f4(10.0 / math.sqrt(2.0 / 3.0))), rel=1e-9
     )
     assert set(fam.adjusted) == set(fam.raw) and fam.size == 9
+
+
+def test_compare_tests_bare_samples_and_refuses_half_summaries() -> None:
+    # samples and a mean, no stddev or n: the samples are tested
+    a = run("a", decode=Figure(mean=5.0, samples=(4.0, 6.0)))
+    b = run("b", decode=Figure(mean=2.0, samples=(1.0, 3.0)))
+    c = compare(a, b, "decode")
+    assert c.p_value == pytest.approx(welch_summary(5.0, math.sqrt(2.0), 2, 2.0, math.sqrt(2.0), 2))
+    assert c.basis.startswith("Welch t-test over 2 and 2 iterations")
+    one = run("one", decode=Figure(mean=5.0, samples=(5.0,)))
+    assert compare(one, run("t", decode=fig(1.0, 2.0, 3.0)), "decode").significance == "unknown"
+    # a stddev on one side only is no spread to test, whatever n says
+    half = run("h", decode=Figure(mean=5.0, n=3))
+    full = run("f", decode=Figure(mean=2.0, stddev=1.0, n=3))
+    assert compare(half, full, "decode").significance == "unknown"
+    assert compare(full, half, "decode").significance == "unknown"
