@@ -314,6 +314,9 @@ def test_pairs_and_leaders_use_the_published_deltas_and_the_family() -> None:
     fam = Family.of({claim_key("decode", x, y): 0.01, claim_key("ttft", x, y): 0.02})
     [q] = within([x, y], "method", runset(x, y), fam)
     assert (q.decode.a.key, q.decode.p_adjusted, q.ttft.p_adjusted) == ("y", 0.02, 0.02)
+    # the winner first already: the family still decides
+    [q2] = within([y, x], "method", runset(x, y), fam)
+    assert (q2.decode.a.key, q2.decode.p_adjusted) == ("y", 0.02)
     lone = run("lone", method="SOLO", ttft=fig(1.0, 2.0, 3.0))
     [held] = ttft_leaders(
         [lone, x, y], runset(lone, x, y), Family.of({claim_key("ttft", x, y): 0.9})
