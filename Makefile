@@ -7,7 +7,7 @@ OUT ?= runs/$(shell date -u +%Y%m%dT%H%M%SZ)
 INVENTORY ?= inventory.yml
 ARGS ?=
 
-.PHONY: setup setup-runtime setup-pip lock demo test test-unit test-integration test-e2e test-contract test-engine lint base-image reproduce provision clean
+.PHONY: setup setup-runtime setup-pip lock demo test test-unit test-integration test-e2e test-contract test-engine lint mutation base-image reproduce provision clean
 
 # The Python environment comes from uv.lock (every package pinned, with hashes). uv is
 # bootstrapped into .tools/ by pip from requirements/uv.txt (hash-pinned); pass UV=uv to use
@@ -84,6 +84,11 @@ lint: setup
 	$(BIN)/mypy --strict bench
 	$(BIN)/lint-imports
 
+# Mutation score of the rules that decide a run (docs/MUTATION.md); not part of `make test`.
+# MUTATION_JOBS=N runs N mutants at once; ARGS="--only stats acceptance" narrows it.
+mutation: setup
+	$(BIN)/python scripts/mutation.py $(ARGS)
+
 base-image:
 	bash docker/base/build.sh
 
@@ -95,4 +100,4 @@ provision: setup
 	ANSIBLE_CONFIG=ansible/ansible.cfg $(BIN)/ansible-playbook -i $(INVENTORY) ansible/site.yml $(ARGS)
 
 clean:
-	rm -rf $(VENV) .tools .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) .tools .pytest_cache .mypy_cache .ruff_cache mutants

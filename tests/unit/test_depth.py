@@ -149,6 +149,11 @@ def test_best_k_is_the_smallest_not_significantly_slower(tmp_path: Path) -> None
     assert k3.tokens_per_step == pytest.approx(2.70)
     assert k2.step_ms == pytest.approx(1000 * 2.36 / 90.0)
     assert k3.per_position == pytest.approx((0.8, 0.56, 0.34))
+
+
+def test_report_states_the_best_k(tmp_path: Path) -> None:
+    specs = _specs()
+    art = write_artifacts(tmp_path / "art", specs, lock=depth_lock(specs))
     text = render_report(art, tmp_path / "out").read_text()
     assert "## Speculative depth" in text and "### vLLM + DFlash, concurrency 1" in text
     assert "Best k: **3** (k=4 has the highest mean, but not significantly above k=3)." in text
