@@ -14,19 +14,18 @@ TIERS = {"unit", "integration", "e2e", "contract", "infra", "engine"}
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
 
-# tryfirst: pytest-xdist reads the xdist_group marks in its own modifyitems hook
-@pytest.hookimpl(tryfirst=True)
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+def pytest_itemcollected(item: pytest.Item) -> None:
     """Every test is marked by its folder (tests/unit -> unit, ...; tests/infra -> e2e), and
-    the tiers that share Docker resources get their xdist group."""
-    for item in items:
-        parts = Path(str(item.fspath)).relative_to(REPO_ROOT / "tests").parts
-        tier = parts[0] if parts else ""
-        if tier in TIERS:
-            item.add_marker(getattr(pytest.mark, "e2e" if tier == "infra" else tier))
-        group = xdist_group(item.nodeid)
-        if group is not None:
-            item.add_marker(pytest.mark.xdist_group(group))
+    the tests that share Docker resources get their xdist group. Done as each test is
+    collected: pytest-xdist reads the groups in its own pytest_collection_modifyitems, which
+    ran before a conftest's (tryfirst or not), so groups added there were never seen."""
+    parts = Path(str(item.fspath)).relative_to(REPO_ROOT / "tests").parts
+    tier = parts[0] if parts else ""
+    if tier in TIERS:
+        item.add_marker(getattr(pytest.mark, "e2e" if tier == "infra" else tier))
+    group = xdist_group(item.nodeid)
+    if group is not None:
+        item.add_marker(pytest.mark.xdist_group(group))
 
 
 def pytest_terminal_summary(terminalreporter: Any) -> None:

@@ -83,3 +83,22 @@ def test_xdist_groups() -> None:
     assert xdist_group("tests/infra/test_host.py::test_z") == "docker-e2e"
     assert xdist_group("tests/engine/test_vllm_cpu.py::t") == "engine"
     assert xdist_group("tests/unit/test_stats.py::t") is None
+
+
+def test_xdist_runs_a_group_in_one_worker(tmp_path: Path) -> None:
+    """The parallel run's grouping really holds with the pinned pytest and pytest-xdist (pytest
+    9.2 silently broke --dist loadgroup: every test of a group could land on any worker)."""
+    (tmp_path / "conftest.py").write_text(
+        "import pytest\n\n\ndef pytest_itemcollected(item):\n"
+        "    item.add_marker(pytest.mark.xdist_group('g'))\n"
+    )
+    (tmp_path / "test_g.py").write_text(
+        "import time\n\n" + "".join(f"def test_{i}():\n    time.sleep(0.2)\n\n" for i in range(4))
+    )
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-n", "2",
+         "--dist", "loadgroup", "-v", str(tmp_path)],
+        capture_output=True, text=True, cwd=tmp_path, check=False,
+    )  # fmt: skip
+    workers = {line.split("]")[0] for line in done.stdout.splitlines() if "PASSED" in line}
+    assert done.returncode == 0 and len(workers) == 1, done.stdout
