@@ -243,6 +243,11 @@ def test_chunked_framing_edges() -> None:
     # an event line left open in one chunk joins the next chunk's lines
     r, _ = _feed([CHUNKED + _chunk(b"data: a\n"), _chunk(b"data: b\n\n") + b"0\r\n\r\n"])
     assert [e for _, e in r.events] == [b"a", b"b"]
+    # ... and so within one read: after a chunk that left a line open, the next whole-event
+    # chunk must not take the fast path past it (mutmut's _feed_chunked 87 and 88)
+    one_read = CHUNKED + _chunk(b"data: a\n") + _chunk(b"data: b\n\n") + b"0\r\n\r\n"
+    r, _ = _feed([one_read])
+    assert [e for _, e in r.events] == [b"a", b"b"]
     # an empty size line is bad framing, said at once
     r, _ = _feed([CHUNKED + b"\r\n5\r\n"])
     assert r.error == "bad chunk size b''"
