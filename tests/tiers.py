@@ -4,11 +4,12 @@ from __future__ import annotations
 
 #: Tests that share one Docker resource run in one pytest-xdist worker (``--dist loadgroup``),
 #: one group per resource: the engine tier's image and its matrix run; the fresh-host Ansible
-#: targets (their own containers, minutes of apt and lock waits); the rest of the e2e tier
+#: targets (their own containers, minutes of apt and lock waits); the fleet (three emulated
+#: hosts, its own wheelhouse and containers); the rest of the e2e tier
 #: (the images it builds, the emulated fleet and site runs). Every other test is spread over
 #: the workers one by one.
 XDIST_GROUPS = {"e2e": "docker-e2e", "infra": "docker-e2e", "engine": "engine"}
-XDIST_FILE_GROUPS = {"test_ansible_fresh_host.py": "fresh-host"}
+XDIST_FILE_GROUPS = {"test_ansible_fresh_host.py": "fresh-host", "test_ansible_fleet.py": "fleet"}
 
 
 def xdist_group(nodeid: str) -> str | None:

@@ -80,6 +80,7 @@ def test_xdist_groups() -> None:
 
     assert xdist_group("tests/e2e/test_ansible_fresh_host.py::test_x[a]") == "fresh-host"
     assert xdist_group("tests/e2e/test_ansible_site.py::test_y") == "docker-e2e"
+    assert xdist_group("tests/e2e/test_ansible_fleet.py::test_f") == "fleet"
     assert xdist_group("tests/infra/test_host.py::test_z") == "docker-e2e"
     assert xdist_group("tests/engine/test_vllm_cpu.py::t") == "engine"
     assert xdist_group("tests/unit/test_stats.py::t") is None

@@ -14,9 +14,10 @@ REPO = Path(__file__).resolve().parents[2]
 def make_test_expression() -> str:
     makefile = (REPO / "Makefile").read_text(encoding="utf-8")
     recipe = makefile.split("\ntest:", 1)[1].split("\n\n", 1)[0]
-    m = re.search(r' -m "([^"]+)" tests', recipe)
-    assert m, recipe
-    return m.group(1)
+    # the recipe runs its phases one after another: together they are what CI runs
+    phases = re.findall(r' -m "([^"]+)" tests', recipe)
+    assert phases, recipe
+    return " or ".join(f"({p})" for p in phases)
 
 
 def collected(expr: str, path: str) -> list[str]:
@@ -36,3 +37,9 @@ def test_make_test_selects_no_gpu_test() -> None:
     selected = collected(expr, "tests/infra")
     assert selected, "make test selects none of tests/infra"
     assert not set(gpu) & set(selected), sorted(set(gpu) & set(selected))
+
+
+def test_make_test_runs_every_tier() -> None:
+    expr = make_test_expression()
+    for tier in ("unit", "integration", "contract", "e2e", "engine"):
+        assert collected(expr, f"tests/{tier}"), tier
