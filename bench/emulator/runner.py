@@ -107,6 +107,12 @@ class EmulatorHandle:
         self._started.set()
         self._loop.create_task(self._watch_ready())
         self._loop.run_forever()
+        # A server stopped before it was ready leaves _watch_ready waiting: cancel what is left,
+        # so closing the loop never destroys a pending task.
+        pending = asyncio.all_tasks(self._loop)
+        for task in pending:
+            task.cancel()
+        self._loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
         self._loop.run_until_complete(self._loop.shutdown_asyncgens())
         self._loop.close()
 
