@@ -188,3 +188,17 @@ def test_versions_are_the_pins_of_what_each_side_stands_for(
     assert engine.version_from_log((FIXTURES / "startup.log").read_text()) == tiny.version
     assert engine.version_from_log(log.getvalue()) == seed.version
     assert json.loads((FIXTURES / "version.json").read_text()) == {"version": tiny.version}
+
+
+def test_the_recording_says_what_it_recorded() -> None:
+    """recording.json is the run behind the fixtures: the CPU image of the tiny experiment, and
+    every configuration's payload read its version from the server and its backend from the
+    hardware (a recording that says cuda, or no version, came from an older, wrong reader)."""
+    rec = json.loads((FIXTURES / "recording.json").read_text())
+    tiny = load_experiment(EXPERIMENTS_DIR / "tiny-vllm-cpu.yaml").images["vllm"]
+    assert rec["image"] == tiny.image
+    measured = {name: c for name, c in rec["configs"].items() if "tokSOut" in c}
+    assert {"baseline", "partial_draft"} <= set(measured)
+    for name, config in measured.items():
+        assert (config["engineVersion"], config["backend"]) == (tiny.version, "cpu"), name
+        assert config["valid"], (name, config["validity_reasons"])
