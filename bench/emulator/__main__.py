@@ -45,6 +45,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="admission cap (the configuration's --max-num-seqs / --max-running-requests)",
     )
     parser.add_argument(
+        "--tensor-parallel",
+        type=int,
+        default=None,
+        help="ranks to log as (the experiment's tensor parallel size; default: profile's)",
+    )
+    parser.add_argument(
         "--spec-tokens",
         type=int,
         default=None,
@@ -71,6 +77,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             served_model=args.served_model,
             max_running_requests=args.max_running_requests,
             spec_tokens=args.spec_tokens,
+            tensor_parallel=args.tensor_parallel,
             cudagraph_metrics=args.cudagraph_metrics,
         )
     except (ProfileError, ValueError) as err:

@@ -421,6 +421,18 @@ def vllm_log(process: str, pid: int, level: str, source: str, message: str) -> s
 
 # Upstream call sites (file:line) and their templates, as printf-style upstream does.
 VLLM_VERSION_LINE: Final = ("startup.py:38", "vLLM server version %s, serving model %s")
+#: vllm/v1/engine/core.py:139-143, logged by the engine core: VllmConfig.__str__
+#: (vllm/config/vllm.py:2815-2840) runs to some forty fields; the emulator writes the first
+#: few, tensor_parallel_size among them, and ends with "..." where it stops
+VLLM_ENGINE_CONFIG: Final = (
+    "core.py:140",
+    "Initializing a V1 LLM engine (v%s) with config: model=%r, speculative_config=%s, "
+    "tokenizer=%r, skip_tokenizer_init=False, tokenizer_mode=auto, revision=None, "
+    "tokenizer_revision=None, "
+    "trust_remote_code=False, dtype=torch.float16, max_seq_len=%d, download_dir=None, "
+    "load_format=auto, tensor_parallel_size=%d, pipeline_parallel_size=1, "
+    "data_parallel_size=1, ...",
+)
 #: the same record unless VLLM_DISABLE_LOG_LOGO=1 (the GPU image's default): an ASCII logo,
 #: monochrome when the formatter is not "color" (vllm/entrypoints/common/startup.py:19-38)
 VLLM_VERSION_LOGO: Final = (
@@ -509,6 +521,10 @@ def sglang_log(message: str, tp_rank: int | None = None) -> str:
     prefix = f" TP{tp_rank}" if tp_rank is not None else ""
     return f"[{stamp}{prefix}] {message}"
 
+
+#: sglang/srt/entrypoints/engine.py:1098: ``server_args=`` and the resolved ServerArgs as a dict
+#: (server_args.py:3708 resolved_dict); the emulator writes a few of its keys, tp_size among them
+SGLANG_SERVER_ARGS: Final = "server_args={args!r}"
 
 #: sglang/srt/model_executor/model_runner.py:1128
 SGLANG_LOAD_BEGIN: Final = "Load weight begin. avail mem={avail:.2f} GB"

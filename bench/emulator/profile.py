@@ -203,6 +203,7 @@ class Profile(_Strict):
         max_running_requests: int | None = None,
         spec_tokens: int | None = None,
         cudagraph_metrics: bool | None = None,
+        tensor_parallel: int | None = None,
     ) -> Profile:
         """A copy with CLI/test overrides applied (and validated). ``spec_tokens`` runs the
         profile at another speculative depth (``SpecSettings.at_depth``)."""
@@ -224,6 +225,8 @@ class Profile(_Strict):
             data["decode_step_ms"] = {b: ms + delta_ms for b, ms in self.decode_step_ms.items()}
         if cudagraph_metrics is not None:
             data["cudagraph_metrics"] = cudagraph_metrics
+        if tensor_parallel is not None:
+            data["tensor_parallel"] = tensor_parallel
         return Profile.model_validate(data)
 
 

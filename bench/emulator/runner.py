@@ -35,6 +35,7 @@ def resolve_profile(
     max_running_requests: int | None = None,
     spec_tokens: int | None = None,
     cudagraph_metrics: bool | None = None,
+    tensor_parallel: int | None = None,
 ) -> Profile:
     """The profile to run: by name/path (default ``<engine>-dflash``), with overrides."""
     if isinstance(profile, Profile):
@@ -51,6 +52,7 @@ def resolve_profile(
         max_running_requests=max_running_requests,
         spec_tokens=spec_tokens,
         cudagraph_metrics=cudagraph_metrics,
+        tensor_parallel=tensor_parallel,
     )
 
 
@@ -189,6 +191,7 @@ def serve_in_thread(
     exit_code: int | None = None,
     served_model: str | None = None,
     echo: TextIO | None = None,
+    tensor_parallel: int | None = None,
 ) -> EmulatorHandle:
     """Start an emulated ``engine`` ("vllm"|"sglang") in a daemon thread; returns at once."""
     prof = resolve_profile(
@@ -198,6 +201,7 @@ def serve_in_thread(
         time_scale=time_scale,
         exit_code=exit_code,
         served_model=served_model,
+        tensor_parallel=tensor_parallel,
     )
     return EmulatorHandle(prof, host, port, seed, echo)
 

@@ -140,6 +140,14 @@ class EmulatorServer:
             plain = os.environ.get("VLLM_DISABLE_LOG_LOGO", "0") not in ("", "0")
             src, tmpl = formats.VLLM_VERSION_LINE if plain else formats.VLLM_VERSION_LOGO
             self._vlog(src, tmpl % (p.engine_version, p.model_path))
+            src, tmpl = formats.VLLM_ENGINE_CONFIG
+            spec = f"SpeculativeConfig(method={p.spec.method!r})" if p.spec else "None"
+            self._vlog(
+                src,
+                tmpl
+                % (p.engine_version, p.model_path, spec, p.model_path, 8192, p.tensor_parallel),
+                "EngineCore",
+            )
             if not p.graphs_captured:
                 self._vlog(*formats.VLLM_EAGER_LINE)
             if p.spec and p.spec.method == "mtp" and p.spec.method_flag != "mtp":
@@ -150,6 +158,14 @@ class EmulatorServer:
                     )
                 )
         else:
+            args = {
+                "model_path": p.model_path,
+                "served_model_name": p.served_model,
+                "tp_size": p.tensor_parallel,
+                "dp_size": 1,
+                "speculative_algorithm": p.spec.method_flag if p.spec else None,
+            }
+            self.log(formats.sglang_log(formats.SGLANG_SERVER_ARGS.format(args=args)))
             for rank in range(p.tensor_parallel):
                 self.log(
                     formats.sglang_log(formats.SGLANG_LOAD_BEGIN.format(avail=23.1), tp_rank=rank)

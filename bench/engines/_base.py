@@ -159,6 +159,8 @@ class Engine:
     #: observability flags the emulator is told about, so it logs what the server would
     emulator_passthrough: tuple[str, ...] = ()
     version_regex: str = ""
+    # The engine's own start-up record of its tensor-parallel size (group 1), one line.
+    tensor_parallel_regex: str = ""
     ready_regex: str = ""
     # Flags the adapter itself adds; a configuration must not repeat them.
     plumbing_flags: tuple[str, ...] = ("--host", "--port")
@@ -204,6 +206,18 @@ class Engine:
 
     # Log lines in which the engine states the admission cap it resolved (group 1: the cap).
     admission_regexes: tuple[str, ...] = ()
+
+    def tensor_parallel_from_log(self, text: str) -> tuple[int, str] | None:
+        """The tensor-parallel size the engine logged at start, and the line's excerpt around
+        it; the last such record (a resumed server's log follows the earlier one)."""
+        found: tuple[int, str] | None = None
+        if not self.tensor_parallel_regex:
+            return None
+        for m in re.finditer(self.tensor_parallel_regex, text):
+            lo, hi = m.start(1), m.end(1)
+            excerpt = text[max(m.start(), lo - 40) : min(len(text), hi + 20)].strip()
+            found = (int(m.group(1)), excerpt)
+        return found
 
     def admission_from_log(self, text: str) -> tuple[int, str] | None:
         """The live-request cap the engine logged it enforces, and the line; the last one."""

@@ -44,6 +44,9 @@ class SGLang(Engine):
     # sglang/srt/entrypoints/http_server.py:811-834: /server_info carries "version": __version__
     version_path = "/server_info"
     version_regex = r"sglang[ =]v?(\d+\.\d+\.\d+\S*)"
+    # entrypoints/engine.py:1098: logger.info(f"server_args={server_args.resolved_dict()}"), a
+    # dict repr with "'tp_size': N" (older releases printed ServerArgs(..., tp_size=N, ...)).
+    tensor_parallel_regex = r"server_args=[^\n]*?\btp_size'?(?:=|: )(\d+)"
     ready_regex = r"The server is fired up and ready to roll!"
     plumbing_flags = ("--host", "--port", "--served-model-name", "--enable-metrics")
     admission_flag = "--max-running-requests"

@@ -48,6 +48,12 @@ class VLLM(Engine):
         r"(?:vLLM server version |█(?:\x1b\[[0-9;]*m)?\s+version\s+(?:\x1b\[[0-9;]*m)?)"
         r"(\d+\.\d+\.\d+(?:[\w.+-]*\w)?)"
     )
+    # The engine core's config record (v1/engine/core.py:139-143, "Initializing a V1 LLM engine
+    # (v%s) with config: %s"), whose VllmConfig.__str__ writes "tensor_parallel_size=N"
+    # (config/vllm.py:2823); the same line in the 0.26.0 GPU and 0.32.0 CPU recordings.
+    tensor_parallel_regex = (
+        r"Initializing a V1 LLM engine \(v[^)]*\) with config: [^\n]*?\btensor_parallel_size=(\d+)"
+    )
     ready_regex = r"Application startup complete"
     plumbing_flags = ("--host", "--port", "--served-model-name")
     admission_flag = "--max-num-seqs"

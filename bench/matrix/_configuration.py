@@ -49,6 +49,7 @@ from bench.schema import (
     Hardware,
     LaunchRecord,
     Payload,
+    TensorParallelEvidence,
 )
 
 interrupted = threading.Event()
@@ -109,6 +110,8 @@ def _container_spec(
         port=engine.container_port if in_docker else port,
         served_model=exp.served_model,
     )
+    # the emulator logs as many ranks as the experiment runs (its start-up record says so)
+    argv += ["--tensor-parallel", str(exp.tensor_parallel)]
     if opts.time_scale is not None:
         argv += ["--time-scale", repr(opts.time_scale)]
     spec = engine.container_spec(
@@ -266,6 +269,12 @@ def run_configuration(ctx: RunContext, cfg: Configuration, outcome: Outcome) -> 
             engine, cfg, exp, spec, opts.launcher, load_log, local_engine=opts.local_engine
         )
         cpu_kernel = cpu_kernel_from_log(load_log)
+        logged_tp = engine.tensor_parallel_from_log(load_log)
+        tensor_parallel = TensorParallelEvidence(
+            size=logged_tp[0] if logged_tp else None,
+            configured=exp.tensor_parallel,
+            line=logged_tp[1] if logged_tp else None,
+        )
         if cpu_kernel is not None:
             progress.log(f"{cfg.name}: CPU kernel build {cpu_kernel.library} ({cpu_kernel.isa})")
         draft = exp.draft_for(cfg)
@@ -315,7 +324,8 @@ def run_configuration(ctx: RunContext, cfg: Configuration, outcome: Outcome) -> 
                 config_name=cfg.name,
                 command=argv,
                 engine_version=version,
-                tensor_parallel=exp.tensor_parallel,
+                # as the engine logged it; the experiment's value where the log said nothing
+                tensor_parallel=tensor_parallel.size or exp.tensor_parallel,
                 prefix_caching=exp.prefix_caching.get(cfg.engine),
                 gpu_mem_util=exp.gpu_mem_util.get(cfg.engine),
                 command_snippet=shlex.join(argv),
@@ -356,6 +366,7 @@ def run_configuration(ctx: RunContext, cfg: Configuration, outcome: Outcome) -> 
                 if cfg.speculative
                 else [],
                 cpu_kernel=cpu_kernel,
+                tensor_parallel=tensor_parallel,
             )
             payload = payload.model_copy(
                 update={"evidence": payload.evidence.model_copy(update={"launch": launch})}

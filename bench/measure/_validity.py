@@ -25,6 +25,7 @@ from bench.schema import (
     Payload,
     ServerLogEvidence,
     TelemetrySummary,
+    TensorParallelEvidence,
     Validity,
     ValidityReason,
 )
@@ -297,6 +298,18 @@ def accept_lengths(window: str, pattern: LogPattern | None) -> list[float]:
     return out
 
 
+def tensor_parallel_mismatch(tp: TensorParallelEvidence | None) -> ValidityReason | None:
+    """The engine ran at another tensor-parallel size than the experiment asked for (its own
+    start-up record says so): every figure belongs to another configuration."""
+    if tp is None or tp.size is None or tp.size == tp.configured:
+        return None
+    return _reason(
+        "tensor_parallel_mismatch",
+        f"the engine ran with tensor parallel {tp.size}, the experiment asked for {tp.configured}",
+        [tp.line or ""],
+    )
+
+
 def judge(
     payload: Payload,
     *,
@@ -307,6 +320,7 @@ def judge(
     load_checks: tuple[str, ...] = (),
     window_accept_lengths: list[float] | None = None,
     cpu_kernel: CpuKernel | None = None,
+    tensor_parallel: TensorParallelEvidence | None = None,
 ) -> Payload:
     """The payload with its validity block extended by the matrix's rules (codes not repeated),
     and, given a graph check or load checks, the server-log evidence block."""
@@ -314,6 +328,9 @@ def judge(
     rules = rule_reasons(payload, speculative=speculative, findings=findings, restarts=restarts)
     if graphs is not None:
         rules += graphs.reasons
+    mismatch = tensor_parallel_mismatch(tensor_parallel)
+    if mismatch is not None:
+        rules.append(mismatch)
     extra = [r for r in rules if r.code not in have]
     info = [f"{f.code}: {f.line}" for f in findings if f.severity not in ("invalid",)][
         :MAX_EVIDENCE
@@ -322,13 +339,14 @@ def judge(
     reasons = [*payload.evidence.validity.reasons, *extra]
     validity = Validity.from_reasons(reasons)
     server_log = payload.evidence.server_log
-    if graphs is not None or load_checks or cpu_kernel is not None:
+    if graphs is not None or load_checks or cpu_kernel is not None or tensor_parallel is not None:
         server_log = ServerLogEvidence(
             load_checks=list(load_checks),
             load_failures=sum(1 for f in findings if f.severity == "invalid"),
             graphs=graphs.evidence if graphs is not None else None,
             accept_lengths=window_accept_lengths or [],
             cpu_kernel=cpu_kernel,
+            tensor_parallel=tensor_parallel,
         )
     evidence = payload.evidence.model_copy(
         update={

@@ -265,6 +265,17 @@ class CpuKernel(StrictModel):
     )
 
 
+class TensorParallelEvidence(StrictModel):
+    """The tensor-parallel size the engine ran at, as its own start-up record says (vLLM's
+    engine-config line, SGLang's ``server_args`` line); ``None`` when the log stated none."""
+
+    size: int | None = Field(
+        default=None, ge=1, description="the engine's own tensor_parallel_size"
+    )
+    configured: int = Field(ge=1, description="what the experiment asked for")
+    line: str | None = Field(default=None, description="the log excerpt the size was read from")
+
+
 class ServerLogEvidence(StrictModel):
     """Positive evidence from the server log, kept for every payload (not only bad news)."""
 
@@ -281,6 +292,7 @@ class ServerLogEvidence(StrictModel):
     cpu_kernel: CpuKernel | None = Field(
         default=None, description="the kernel build a CPU engine ran (None on GPUs)"
     )
+    tensor_parallel: TensorParallelEvidence | None = None
 
 
 class AdmissionCap(StrictModel):

@@ -75,6 +75,13 @@ def test_matrix_writes_valid_artifacts_and_flags_the_broken_draft(
     line = sglang.admission.source.removeprefix("engine log: ")
     assert line != sglang.admission.source and line in arts.log("sglang-mtp-stock").read_text()
     assert f"max_running_requests={sglang.admission.cap}," in line
+    # The tensor-parallel size is the engine's own start-up record (the emulator logs the
+    # experiment's size as the engine would), with the line it came from.
+    for p in (*good, bad):
+        log_tp = p.evidence.server_log.tensor_parallel if p.evidence.server_log else None
+        assert log_tp is not None and (log_tp.size, log_tp.configured) == (2, exp.tensor_parallel)
+        assert p.engineFlags.tensorParallel == 2 and log_tp.line is not None
+    assert "tensor_parallel_size=2" in good[0].evidence.server_log.tensor_parallel.line  # type: ignore[union-attr]
     assert arts.check_sums() == []
     for f in out.rglob("*"):
         if f.is_file():

@@ -16,6 +16,7 @@ from bench.schema import (
     Payload,
     RequestRecord,
     TelemetrySummary,
+    TensorParallelEvidence,
     ValidityReason,
 )
 
@@ -320,3 +321,24 @@ def test_load_failures_count_the_invalid_findings() -> None:
     findings = [_finding("a", "1"), _finding("b", "2"), _finding("c", "3", severity="warning")]
     out = judge(make_payload(), speculative=True, findings=findings, load_checks=("x",))
     assert out.evidence.server_log is not None and out.evidence.server_log.load_failures == 2
+
+
+def test_a_run_at_another_tensor_parallel_size_is_invalid() -> None:
+    """The engine's own start-up record decides: a server that ran at TP 1 when the experiment
+    asked for 2 measured another configuration; an agreeing or silent record is no reason."""
+    other = TensorParallelEvidence(size=1, configured=2, line="tensor_parallel_size=1, ...")
+    out = judge(make_payload(), speculative=True, findings=[], tensor_parallel=other)
+    [reason] = [r for r in out.evidence.validity.reasons if r.code == "tensor_parallel_mismatch"]
+    assert reason.severity == "invalid" and not out.evidence.validity.valid
+    assert "ran with tensor parallel 1" in reason.message and "asked for 2" in reason.message
+    assert reason.evidence == ["tensor_parallel_size=1, ..."]
+    assert out.evidence.server_log is not None
+    assert out.evidence.server_log.tensor_parallel == other
+    for tp in (
+        TensorParallelEvidence(size=2, configured=2, line="tensor_parallel_size=2"),
+        TensorParallelEvidence(size=None, configured=2),
+    ):
+        same = judge(make_payload(), speculative=True, findings=[], tensor_parallel=tp)
+        assert "tensor_parallel_mismatch" not in {r.code for r in same.evidence.validity.reasons}
+        assert same.evidence.server_log is not None
+        assert same.evidence.server_log.tensor_parallel == tp
