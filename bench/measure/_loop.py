@@ -38,6 +38,7 @@ from bench.engines import get_engine
 from bench.machine import measured_summary, no_telemetry_note
 from bench.measure._acceptance import SGLANG_GAUGES, combine, delta, server_ttft_ms, snapshot
 from bench.measure._client import Connection, RawResponse, chat_body, interpret_chat_stream, request
+from bench.measure._probes import MAX_PROBES, logprob_probes
 from bench.measure._validity import measurement_reasons, throttle_warnings
 from bench.measure._workload import PromptFactory, load_tokenizer, nonce_stream, prompt_sha256
 from bench.schema import (
@@ -47,6 +48,7 @@ from bench.schema import (
     Figures,
     Hardware,
     IterationRecord,
+    LogprobProbes,
     MetricSnapshot,
     Payload,
     RequestRecord,
@@ -96,6 +98,12 @@ class RunSpec(StrictModel):
     command_snippet: str | None = None
     model_revision: str | None = None
     temperature: float = Field(default=0.0, ge=0)
+    logprob_probes: int = Field(
+        default=MAX_PROBES,
+        ge=0,
+        le=MAX_PROBES,
+        description="greedy requests re-sent with logprobs after the timed iterations (0: none)",
+    )
 
     @field_validator("spec_method", mode="before")
     @classmethod
@@ -310,6 +318,7 @@ async def measure_async(
     )
     iterations: list[IterationRecord] = []
     first_prompt: str | None = None
+    probe_prompts: list[str] = []
     total = spec.warmup + spec.iterations
     for i in range(total):
         warmup = i < spec.warmup
@@ -324,10 +333,23 @@ async def measure_async(
             it.server_ttft_ms = server_ttft_ms(spec.engine, before, after)
         if not warmup and first_prompt is None:
             first_prompt = prompts[0]
+        if not warmup:
+            probe_prompts += prompts[: spec.logprob_probes - len(probe_prompts)]
         iterations.append(it)
         if progress is not None:
             progress.iteration_finished(it)
-    payload = _payload(spec, iterations, first_prompt or "", is_emulator, started, warnings)
+    probes = None
+    if probe_prompts and spec.temperature == 0:  # near-ties mean something under greedy only
+        probes = await logprob_probes(
+            spec.base_url,
+            spec.served_model,
+            probe_prompts,
+            spec.max_tokens,
+            spec.temperature,
+            spec.request_timeout_s,
+            spec.concurrency,
+        )
+    payload = _payload(spec, iterations, first_prompt or "", is_emulator, started, warnings, probes)
     return with_telemetry(payload, telemetry, no_telemetry_reason)
 
 
@@ -360,6 +382,7 @@ def _payload(
     is_emulator: bool,
     started: str,
     warnings: list[str],
+    probes: LogprobProbes | None = None,
 ) -> Payload:
     measured = [it for it in iterations if not it.warmup]
     valid = [it for it in measured if it.valid]
@@ -457,6 +480,7 @@ def _payload(
         acceptance_raw=raw_acc,
         validity=validity,
         warnings=warnings,
+        logprob_probes=probes,
     )
     return Payload(
         schemaVersion=PAYLOAD_SCHEMA,

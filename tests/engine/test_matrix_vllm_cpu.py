@@ -9,6 +9,8 @@
 - n-gram: the figures equal the counter deltas, whatever the rate;
 - every request's server-counted prompt_tokens equals P (the real chat template);
 - greedy outputs identical to the baseline's at concurrency 1 (the report's lossless check);
+- logprob probes after every level, speculative ones included (vLLM returns logprobs with
+  speculation): one top-2 entry per token, the same tokens as the baseline's probes;
 - the engine version and backend come from the server and the hardware;
 - the client's TTFT against the engine's own TTFT histogram over the same windows;
 - killing the engine container mid-sweep (the baseline, after its first level): the failure is
@@ -33,6 +35,7 @@ from oracles import SELF_DRAFT_MIN_ACCEPTANCE
 from tiny_run import TinyRun
 
 from bench.core import sha256_file
+from bench.measure._probes import MAX_PROBES
 from bench.report import load_artifacts, lossless
 from bench.schema import Payload, read_payload
 
@@ -151,7 +154,29 @@ def test_greedy_outputs_identical_to_the_baseline_at_c1(tiny_run: TinyRun) -> No
         assert row.matched == row.requests > 0, row
         assert row.identical == row.matched, row.first
     text = (tiny_run.out / "report" / "REPORT.md").read_text()
-    assert "| partial-draft | 1 | baseline | 3 of 3 | 3 | identical |" in text
+    # matched, identical, probed (all 3 measured prompts), near-ties, real, unclassified
+    assert "| partial-draft | 1 | baseline | 3 of 3 | 3 | 3 | 0 | 0 | 0 | identical |" in text
+
+
+def test_logprob_probes_come_back_with_speculation(tiny_run: TinyRun) -> None:
+    """Every payload's probes re-sent its measured prompts (up to the cap) with top-2 logprobs
+    per token; a speculative configuration's probes carry the baseline probes' tokens exactly
+    (the CPU is deterministic: no near-tie may flip here)."""
+    base = {p.engineFlags.concurrency: p for p in payloads(tiny_run, "baseline")}
+    for config in ("self-draft-k1", "self-draft-k3", "partial-draft", "ngram"):
+        for p in payloads(tiny_run, config):
+            probes = p.evidence.logprob_probes
+            assert probes is not None and probes.note is None, (config, probes)
+            measured = [r.prompt_sha256 for it in windows(p) for r in it.requests]
+            assert [r.prompt_sha256 for r in probes.requests] == measured[: len(probes.requests)]
+            assert len(probes.requests) == min(len(measured), MAX_PROBES)
+            ref = base[p.engineFlags.concurrency].evidence.logprob_probes
+            assert ref is not None
+            ref_tokens = {r.prompt_sha256: [t.token for t in r.tokens] for r in ref.requests}
+            for r in probes.requests:
+                assert len(r.tokens) == p.outputTokens
+                assert all(len(t.top) == probes.top_logprobs for t in r.tokens)
+                assert [t.token for t in r.tokens] == ref_tokens[r.prompt_sha256]
 
 
 def test_client_ttft_against_the_engines_own_clock(tiny_run: TinyRun) -> None:
