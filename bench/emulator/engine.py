@@ -82,6 +82,7 @@ class Request:
     fault_done: bool = False
     text_parts: list[str] = field(default_factory=list)
     top_logprobs: int | None = None  # the request's top_logprobs when it asked for logprobs
+    emissions: list[Emission] = field(default_factory=list)  # every token emitted, in order
     done: asyncio.Event = field(default_factory=asyncio.Event)
 
     @property
@@ -318,6 +319,7 @@ class EmulatedEngine:
         emitted = [self._emission(i) for i in range(start, start + n)]
         text = "".join(e.token for e in emitted)
         r.text_parts.append(text)
+        r.emissions += emitted
         finished = r.finished
         events: list[tuple[str, int, bytes]] = []
         if not r.stream:
@@ -341,7 +343,7 @@ class EmulatedEngine:
                     n,
                     formats.sse(
                         formats.vllm_content_chunk(
-                            r.rid, r.created, model, text, reason, self._logprobs(r, emitted)
+                            r.rid, r.created, model, text, reason, self.logprobs(r, emitted)
                         )
                     ),
                 )
@@ -364,7 +366,7 @@ class EmulatedEngine:
                 events.append(
                     ("role", 0, formats.sse(formats.sglang_role_chunk(r.rid, now, model)))
                 )
-            lps = self._logprobs(r, emitted)
+            lps = self.logprobs(r, emitted)
             chunk = formats.sglang_content_chunk(r.rid, now, model, text, lps)
             events.append(("content", n, formats.sse(chunk)))
             if finished:
@@ -403,7 +405,8 @@ class EmulatedEngine:
         lossy = after if self.k and p.has(FailMode.LOSSY_DRAFT) else None
         return emission(i, flip_at=flip, lossy_from=lossy)
 
-    def _logprobs(self, r: Request, emitted: list[Emission]) -> dict[str, Any] | None:
+    def logprobs(self, r: Request, emitted: list[Emission]) -> dict[str, Any] | None:
+        """``choices[].logprobs`` for ``emitted`` when the request asked for logprobs."""
         if r.top_logprobs is None:
             return None
         tokens = [(e.token, e.logprob, e.top) for e in emitted]

@@ -59,7 +59,8 @@ def chat_logprobs(
     first ``top_n`` candidates (serving.py:1190-1214, sampled first); as recorded on a GPU
     (tests/fixtures/vllm-gpu/stream-logprobs.sse). SGLang: ``ChoiceLogprobs`` of
     ``ChatCompletionTokenLogprob`` (token, bytes, logprob, top_logprobs;
-    sglang/srt/entrypoints/openai/protocol.py:147-161)."""
+    sglang/srt/entrypoints/openai/protocol.py:147-161), its top list the engine's top-k
+    (serving_chat.py:2028-2040)."""
 
     def one(token: str, logprob: float) -> dict[str, Any]:
         raw = list(token.encode())
@@ -70,6 +71,8 @@ def chat_logprobs(
     content = []
     for token, logprob, top in tokens:
         entry = one(token, logprob)
+        if engine == "sglang":  # the top-k by value, the sampled token among them or not
+            top = tuple(sorted(top, key=lambda c: -c[1]))
         entry["top_logprobs"] = [one(t, lp) for t, lp in top[:top_n]]
         content.append(entry)
     return {"content": content}
@@ -167,7 +170,14 @@ def vllm_usage_chunk(rid: str, created: int, model: str, prompt: int, completion
 
 
 def vllm_full_response(
-    rid: str, created: int, model: str, text: str, finish_reason: str, prompt: int, completion: int
+    rid: str,
+    created: int,
+    model: str,
+    text: str,
+    finish_reason: str,
+    prompt: int,
+    completion: int,
+    logprobs: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Non-streamed body (ChatCompletionResponse, chat_completion/protocol.py:143-167); the
     emulator writes the OpenAI core fields and vLLM's stop_reason/token_ids extras."""
@@ -180,7 +190,7 @@ def vllm_full_response(
             {
                 "index": 0,
                 "message": {"role": "assistant", "content": text, "tool_calls": []},
-                "logprobs": None,
+                "logprobs": logprobs,
                 "finish_reason": finish_reason,
                 "stop_reason": None,
                 "token_ids": None,
@@ -308,6 +318,7 @@ def sglang_full_response(
     matched_stop: int | None,
     prompt: int,
     completion: int,
+    logprobs: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Non-streamed body (ChatCompletionResponse, protocol.py:1212-1220; choice 1183-1196;
     message 1176-1180)."""
@@ -325,7 +336,7 @@ def sglang_full_response(
                     "reasoning_content": None,
                     "tool_calls": None,
                 },
-                "logprobs": None,
+                "logprobs": logprobs,
                 "finish_reason": finish_reason,
                 "matched_stop": matched_stop,
                 "hidden_states": None,

@@ -464,9 +464,17 @@ class EmulatorServer:
         p = self.profile
         text = "".join(req.text_parts)
         usage_prompt = req.reported_prompt_tokens
+        lps = self.engine.logprobs(req, req.emissions)
         if p.engine == "vllm":
             body = formats.vllm_full_response(
-                req.rid, req.created, req.model, text, req.finish_reason, usage_prompt, req.emitted
+                req.rid,
+                req.created,
+                req.model,
+                text,
+                req.finish_reason,
+                usage_prompt,
+                req.emitted,
+                lps,
             )
         else:
             matched = formats.EMULATED_EOS_TOKEN_ID if req.finish_reason == "stop" else None
@@ -479,6 +487,7 @@ class EmulatorServer:
                 matched,
                 usage_prompt,
                 req.emitted,
+                lps,
             )
         if p.has(FailMode.MISSING_USAGE):
             body.pop("usage", None)

@@ -10,6 +10,12 @@ top_logprobs: 2`` (both engines' chat API: vLLM 0.33.0 chat_completion/protocol.
 SGLang 0.5.19 srt/entrypoints/openai/protocol.py:833-834).
 vLLM returns them with speculation too, several tokens per event
 (tests/fixtures/vllm-gpu/stream-logprobs.sse, recorded on an H200).
+
+Probes are plain (non-streamed) requests: timing does not matter here, and SGLang 0.5.19's
+streaming path gives every token of an event the top list of the event's first token
+(srt/entrypoints/openai/serving_chat.py:2029-2034, ``use_token_index=False``), wrong for the
+second and later tokens of a speculative step; its plain path indexes each token. vLLM builds
+the same entries either way (chat_completion/serving.py:1216-1280).
 """
 
 from __future__ import annotations
@@ -19,7 +25,7 @@ import hashlib
 import json
 from typing import Any, Final
 
-from bench.measure._client import Connection, RawResponse, chat_body, interpret_chat_stream
+from bench.measure._client import RawResponse, chat_body, request
 from bench.schema import LogprobProbe, LogprobProbes, TokenLogprobs, TopLogprob
 
 #: candidates per token: the chosen one and its runner-up decide a near-tie
@@ -28,19 +34,18 @@ TOP_LOGPROBS: Final = 2
 #: (the seed's workload) is probed whole, at the cost of one more pass; from concurrency 8 on
 #: it costs one batch
 MAX_PROBES: Final = 8
-CONNECT_TIMEOUT_S: Final = 10.0
 
 
 def parse_logprobs(raw: RawResponse) -> list[TokenLogprobs]:
-    """Every ``choices[0].logprobs.content[]`` entry of a streamed chat completion, in order."""
+    """Every ``choices[0].logprobs.content[]`` entry of a chat completion, in order: of each SSE
+    event of a streamed one, or of the JSON body of a plain one."""
+    objs: list[Any] = []
+    if raw.events:
+        objs = [json.loads(data) for _, data in raw.events if data != b"[DONE]"]
+    elif raw.body:
+        objs = [json.loads(raw.body)]
     tokens: list[TokenLogprobs] = []
-    for _, data in raw.events:
-        if data == b"[DONE]":
-            continue
-        try:
-            obj = json.loads(data)
-        except ValueError:
-            continue
+    for obj in objs:
         choices = obj.get("choices") if isinstance(obj, dict) else None
         for choice in choices or ():
             lp = choice.get("logprobs") if isinstance(choice, dict) else None
@@ -57,24 +62,37 @@ def _token(entry: dict[str, Any]) -> TokenLogprobs:
     return TokenLogprobs(token=str(entry["token"]), logprob=float(entry["logprob"]), top=top)
 
 
+def _answer(raw: RawResponse) -> tuple[str | None, int | None, str | None]:
+    """(text, completion tokens, error) of a plain chat completion. The text is what the
+    streaming client would have joined: reasoning first (it streams first), then content."""
+    if raw.status != 200:
+        body = " ".join(raw.body.decode("utf-8", "replace").split())[:200]
+        return None, None, raw.error or f"HTTP {raw.status}: {body or '(empty body)'}"
+    try:
+        obj = json.loads(raw.body)
+        msg = obj["choices"][0]["message"]
+        reasoning = msg.get("reasoning_content") or msg.get("reasoning") or ""
+        count = (obj.get("usage") or {}).get("completion_tokens")
+        return reasoning + (msg.get("content") or ""), count, None
+    except (ValueError, KeyError, IndexError, TypeError, AttributeError) as err:
+        return None, None, f"not a chat completion: {type(err).__name__} {err}"
+
+
 def _probe(raw: RawResponse, prompt: str, max_tokens: int) -> LogprobProbe:
-    rec = interpret_chat_stream(raw, "logprob-probe", 0, max_tokens)
     sha = hashlib.sha256(prompt.encode()).hexdigest()
-    error = rec.error or ("; ".join(rec.reasons) if rec.reasons else None)
+    text, count, error = _answer(raw)
+    out = hashlib.sha256(text.encode()).hexdigest() if text is not None else None
+    if error is not None:
+        return LogprobProbe(prompt_sha256=sha, output_sha256=out, error=error)
     try:
         tokens = parse_logprobs(raw)
     except (KeyError, TypeError, ValueError) as err:
-        return LogprobProbe(
-            prompt_sha256=sha, output_sha256=rec.output_sha256, error=f"bad logprobs: {err}"
-        )
-    count = rec.completion_tokens
-    if error is None and not tokens:
+        return LogprobProbe(prompt_sha256=sha, output_sha256=out, error=f"bad logprobs: {err}")
+    if not tokens:
         error = "the engine returned no logprobs"
-    elif error is None and count is not None and len(tokens) != count:
-        error = f"{len(tokens)} logprob entries for {count} tokens"
-    return LogprobProbe(
-        prompt_sha256=sha, output_sha256=rec.output_sha256, tokens=tokens, error=error
-    )
+    elif count != max_tokens or len(tokens) != count:
+        error = f"{len(tokens)} logprob entries, {count} tokens, {max_tokens} asked"
+    return LogprobProbe(prompt_sha256=sha, output_sha256=out, tokens=tokens, error=error)
 
 
 async def logprob_probes(
@@ -107,27 +125,12 @@ async def _batch(
     temperature: float,
     timeout_s: float,
 ) -> list[LogprobProbe]:
-    conns = [Connection(base_url, sse=True) for _ in prompts]
-    opened = await asyncio.gather(
-        *(c.open(CONNECT_TIMEOUT_S) for c in conns), return_exceptions=True
-    )
-    for conn, prompt, err in zip(conns, prompts, opened, strict=True):
-        if isinstance(err, BaseException):
-            conn.raw.error = f"cannot connect: {err or type(err).__name__}"
-            continue
+    bodies = []
+    for prompt in prompts:
         body = chat_body(served_model, prompt, max_tokens, temperature)
-        body |= {"logprobs": True, "top_logprobs": TOP_LOGPROBS}
-        conn.send("POST", "/v1/chat/completions", json.dumps(body).encode())
+        del body["stream_options"]  # vLLM answers 400 to stream_options on a plain request
+        bodies.append(body | {"stream": False, "logprobs": True, "top_logprobs": TOP_LOGPROBS})
     raws = await asyncio.gather(
-        *(
-            c.wait(timeout_s) if not isinstance(e, BaseException) else _done(c.raw)
-            for c, e in zip(conns, opened, strict=True)
-        )
+        *(request(base_url, "POST", "/v1/chat/completions", b, timeout_s) for b in bodies)
     )
-    for c in conns:
-        c.close()
     return [_probe(raw, p, max_tokens) for raw, p in zip(raws, prompts, strict=True)]
-
-
-async def _done(raw: RawResponse) -> RawResponse:
-    return raw

@@ -8,14 +8,18 @@ speculation, and payloads whose greedy outputs part from the baseline's. Checked
 - at a recorded position whose top-2 are a near-tie, a run that took the runner-up (the pair
   swapped, the recorded gap) is a near-tie; at the recorded widest gap the same swap is real;
   a run whose token is not its own top-1 is real whatever the gap;
-- the recorded diverging payloads (no probes then) are unclassified, never lossy nor passed.
+- the recorded diverging payloads (no probes then) are unclassified, never lossy nor passed;
+- the emulator's logprobs have the recorded shape (keys and their order).
 """
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
+from bench.emulator import formats
+from bench.emulator.logprobs import emission
 from bench.measure._client import RawResponse, interpret_chat_stream
 from bench.measure._probes import TOP_LOGPROBS, parse_logprobs
 from bench.report import load_artifacts, lossless
@@ -104,3 +108,28 @@ def test_recorded_diverging_gpu_payloads_are_unclassified_not_lossy(tmp_path: Pa
     assert {c.verdict for c in row.checks} == {"unclassified"}
     assert len(row.checks) == row.matched - row.identical
     assert (row.verdict, row.lossless) == ("unclassified", None)
+
+
+def test_the_emulators_logprobs_have_the_recorded_shape() -> None:
+    raw, _ = recorded()
+    real = next(
+        json.loads(d)["choices"][0]
+        for _, d in raw.events
+        if d != b"[DONE]" and json.loads(d)["choices"] and json.loads(d)["choices"][0]["logprobs"]
+    )
+    e = emission(0)
+    emu = json.loads(
+        formats.vllm_content_chunk(
+            "r",
+            0,
+            "m",
+            e.token,
+            None,
+            formats.chat_logprobs([(e.token, e.logprob, e.top)], TOP_LOGPROBS, "vllm"),
+        )
+    )["choices"][0]
+    assert list(emu) == list(real)  # the choice's keys, in order
+    emu_entry, real_entry = emu["logprobs"]["content"][0], real["logprobs"]["content"][0]
+    assert list(emu_entry) == list(real_entry)
+    assert list(emu_entry["top_logprobs"][0]) == list(real_entry["top_logprobs"][0])
+    assert len(emu_entry["top_logprobs"]) == len(real_entry["top_logprobs"]) == TOP_LOGPROBS

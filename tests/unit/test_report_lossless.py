@@ -3,6 +3,9 @@ runs with known answers)."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
+from bench.measure._probes import MAX_PROBES
 from bench.report import lossless
 from bench.report._lossless import NEAR_TIE_NATS, classify
 from bench.report._model import RequestOutput, RunView
@@ -178,3 +181,10 @@ def test_a_probe_pair_that_diverges_where_the_measured_ones_agree_is_judged_too(
     assert row.identical == row.matched == 2
     assert [(c.source, c.verdict) for c in row.checks] == [("probe", "near-tie")]
     assert row.verdict == "within numerics"
+
+
+def test_the_readme_states_the_threshold_and_probe_cap_the_code_uses() -> None:
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    flat = " ".join(readme.split())
+    assert f"both runs' gap is at most {NEAR_TIE_NATS} nats" in flat
+    assert f"sends the measured prompts again, up to {MAX_PROBES}," in flat
