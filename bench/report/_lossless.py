@@ -30,23 +30,27 @@ from bench.schema import LogprobProbe, TokenLogprobs, TopLogprob
 
 CONTEXT_CHARS = 24  # text shown on each side of a divergence
 
-NEAR_TIE_NATS: Final = 0.125
+BF16_STEP: Final = 2.0**-4
+"""Spacing of bf16 numbers in [8, 16): 8 significant bits, 2^3 * 2^-7."""
+
+NEAR_TIE_NATS: Final = 2 * BF16_STEP
 """Largest top-1 - top-2 logprob gap (nats) at which a swap of the two is a numeric near-tie.
 
 The gap of two logprobs is the gap of their logits (log-softmax subtracts the same log-sum-exp
 from both). bf16 keeps 8 significant bits: a logit of magnitude in [8, 16) is a multiple of
-2^-4 = 0.0625, in [4, 8) of 2^-5 (the recorded H200 stream's top-2 gaps all are: its logits lie
-there). Two configurations compute the same logits through different kernels (batch shape,
-verify vs decode step, graphs vs eager), each off by about a rounding; a swap of top-1 and top-2
-needs the two runs' gaps to sum to that error, so each run's gap stays within two such roundings
-(0.125 nats) at logits below 16. A real divergence (a draft token the target would not pick)
-shows a chosen token that is not the run's own top-1, or a gap above this."""
+2^-4 = 0.0625, in [4, 8) of 2^-5 (the recorded H200 stream's top-2 gaps all are multiples of
+2^-5, as logits there give). Two configurations compute the same logits through different
+kernels (batch shape, verify vs decode step, graphs vs eager), each off by about a rounding; a
+swap of top-1 and top-2 needs the two runs' gaps to sum to that error, so each run's gap stays
+within two such roundings (0.125 nats) at logits below 16. A real divergence (a draft token
+the target would not pick) shows a chosen token that is not the run's own top-1, or a gap above
+this."""
 
 NEAR_TIE_REASON: Final = (
     "bf16 keeps 8 significant bits, so a logit below 16 in magnitude is rounded to a multiple "
-    "of 2^-4 = 0.0625 nats; two configurations' kernels (batch shape, verify vs decode step, "
-    "graphs vs eager) may each move a logit by about that, and a swap of the top two within two "
-    "such roundings in each run is numerics, not a defect"
+    f"of 2^-4 = {BF16_STEP} nats; two configurations' kernels (batch shape, verify vs decode "
+    "step, graphs vs eager) may each move a logit by about that, and a swap of the top two "
+    "within two such roundings in each run is numerics, not a defect"
 )
 
 Verdict = Literal["near-tie", "real", "unclassified"]
