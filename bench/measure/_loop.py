@@ -21,7 +21,7 @@ import json
 import math
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple, Protocol
 
 from pydantic import Field, ValidationInfo, field_validator
 
@@ -48,7 +48,6 @@ from bench.schema import (
     Figures,
     Hardware,
     IterationRecord,
-    LogprobProbes,
     MetricSnapshot,
     Payload,
     RequestRecord,
@@ -139,9 +138,54 @@ def measure(
     ``telemetry``: a running ``bench.machine.Sampler`` (the matrix keeps one per
     configuration); the payload gets its summary over the measured iteration windows and any
     throttling as a validity warning. Without one the payload says why there is none."""
+    measured = measure_level(
+        spec, progress, telemetry=telemetry, no_telemetry_reason=no_telemetry_reason
+    )
+    return probe_level(spec, measured)
+
+
+class Measured(NamedTuple):
+    """A measured level and the prompts its logprob probes will send again."""
+
+    payload: Payload
+    probe_prompts: list[str]
+
+
+def measure_level(
+    spec: RunSpec,
+    progress: ProgressSink | None = None,
+    *,
+    telemetry: Sampler | None = None,
+    no_telemetry_reason: str | None = None,
+) -> Measured:
+    """The measurement without its logprob probes: the matrix sends every level's probes once
+    all levels are measured, so a probe that upsets the server (vLLM 0.32.0's CPU build cannot
+    compile the logprob kernel and its engine core dies) costs no measurement, and the server
+    log of a level's window holds only the measured requests."""
     return asyncio.run(
         measure_async(spec, progress, telemetry=telemetry, no_telemetry_reason=no_telemetry_reason)
     )
+
+
+def probe_level(spec: RunSpec, measured: Measured) -> Payload:
+    """``measured``'s payload with its logprob probes (``evidence.logprob_probes``); unchanged
+    under sampling (near-ties mean something under greedy decoding only) or without prompts."""
+    if not measured.probe_prompts or spec.temperature != 0:
+        return measured.payload
+    probes = asyncio.run(
+        logprob_probes(
+            spec.base_url,
+            spec.served_model,
+            measured.probe_prompts,
+            spec.max_tokens,
+            spec.temperature,
+            spec.request_timeout_s,
+            spec.concurrency,
+        )
+    )
+    ev = measured.payload.evidence
+    update = {"evidence": ev.model_copy(update={"logprob_probes": probes})}
+    return measured.payload.model_copy(update=update)
 
 
 async def _server_prompt_count(spec: RunSpec, prompt: str) -> int:
@@ -298,7 +342,7 @@ async def measure_async(
     *,
     telemetry: Sampler | None = None,
     no_telemetry_reason: str | None = None,
-) -> Payload:
+) -> Measured:
     started = utc_now()
     is_emulator, _ = await _probe(spec)
     server_version = await _server_version(spec)
@@ -338,19 +382,8 @@ async def measure_async(
         iterations.append(it)
         if progress is not None:
             progress.iteration_finished(it)
-    probes = None
-    if probe_prompts and spec.temperature == 0:  # near-ties mean something under greedy only
-        probes = await logprob_probes(
-            spec.base_url,
-            spec.served_model,
-            probe_prompts,
-            spec.max_tokens,
-            spec.temperature,
-            spec.request_timeout_s,
-            spec.concurrency,
-        )
-    payload = _payload(spec, iterations, first_prompt or "", is_emulator, started, warnings, probes)
-    return with_telemetry(payload, telemetry, no_telemetry_reason)
+    payload = _payload(spec, iterations, first_prompt or "", is_emulator, started, warnings)
+    return Measured(with_telemetry(payload, telemetry, no_telemetry_reason), probe_prompts)
 
 
 def with_telemetry(
@@ -382,7 +415,6 @@ def _payload(
     is_emulator: bool,
     started: str,
     warnings: list[str],
-    probes: LogprobProbes | None = None,
 ) -> Payload:
     measured = [it for it in iterations if not it.warmup]
     valid = [it for it in measured if it.valid]
@@ -480,7 +512,6 @@ def _payload(
         acceptance_raw=raw_acc,
         validity=validity,
         warnings=warnings,
-        logprob_probes=probes,
     )
     return Payload(
         schemaVersion=PAYLOAD_SCHEMA,
