@@ -187,4 +187,4 @@ def test_the_readme_states_the_threshold_and_probe_cap_the_code_uses() -> None:
     readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
     flat = " ".join(readme.split())
     assert f"both runs' gap is at most {NEAR_TIE_NATS} nats" in flat
-    assert f"sends the measured prompts again, up to {MAX_PROBES}," in flat
+    assert f"measured prompts again, up to {MAX_PROBES}," in flat
