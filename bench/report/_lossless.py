@@ -92,7 +92,9 @@ class LosslessRow(StrictModel):
     identical: int
     first: Divergence | None = None
     note: str | None = None
-    probed: int = Field(default=0, description="probe pairs of both runs (same prompt)")
+    probed: int = Field(
+        default=0, description="probe pairs of both runs (same prompt) that both answered"
+    )
     checks: tuple[TokenCheck, ...] = ()
 
     def count(self, verdict: Verdict) -> int:
@@ -226,19 +228,23 @@ def classify(
 def _checks(
     base: RunView, run: RunView, differing: list[tuple[RequestOutput, RequestOutput]]
 ) -> tuple[int, list[TokenCheck]]:
-    """(probe pairs, checks): every differing measured pair, judged by the probes of its prompt
-    when they reproduce both outputs, then every differing probe pair not judged already."""
+    """(usable probe pairs, checks): every differing measured pair, judged by the probes of its
+    prompt when they reproduce both outputs, then every differing probe pair not judged
+    already. A failed probe only matters where a divergence needed it."""
     base_probes = {p.prompt_sha256: p for p in base.probes}
     pairs = {
         p.prompt_sha256: (base_probes[p.prompt_sha256], p)
         for p in run.probes
         if p.prompt_sha256 in base_probes
     }
+    usable = {sha: pair for sha, pair in pairs.items() if not (pair[0].error or pair[1].error)}
     checks: list[TokenCheck] = []
     for b, s in differing:
         pair = pairs.get(b.prompt_sha256)
         if pair is None:
             why = "no logprob probe of this prompt in both runs"
+        elif pair[0].error or pair[1].error:
+            why = f"probe failed: {pair[0].error or pair[1].error}"
         elif (pair[0].output_sha256, pair[1].output_sha256) != (b.output_sha256, s.output_sha256):
             why = "the probes' outputs differ from the measured ones"
         else:
@@ -253,12 +259,12 @@ def _checks(
             )
         )
     judged = {c.prompt_sha256 for c in checks}
-    for sha, (pb, ps) in pairs.items():
-        if sha not in judged and (pb.output_sha256 != ps.output_sha256 or pb.error or ps.error):
+    for sha, (pb, ps) in usable.items():
+        if sha not in judged and pb.output_sha256 != ps.output_sha256:
             check = classify(pb, ps, source="probe")
             if check is not None:
                 checks.append(check)
-    return len(pairs), checks
+    return len(usable), checks
 
 
 def lossless(runs: Sequence[RunView]) -> list[LosslessRow]:

@@ -188,3 +188,21 @@ def test_the_readme_states_the_threshold_and_probe_cap_the_code_uses() -> None:
     flat = " ".join(readme.split())
     assert f"both runs' gap is at most {NEAR_TIE_NATS} nats" in flat
     assert f"measured prompts again, up to {MAX_PROBES}," in flat
+
+
+def test_failed_probes_of_identical_pairs_change_nothing_and_are_not_counted() -> None:
+    failed = LogprobProbe(prompt_sha256="p1", output_sha256=None, error="HTTP 500: EngineCore")
+    spec = run("vllm-mtp", "MTP", [out("p1", "the cat sat"), out("p2", "a dog ran off")])
+    [row] = lossless([with_probes(BASE, failed), with_probes(spec, failed)])
+    assert row.probed == 0 and [c.prompt_sha256 for c in row.checks] == ["p2"]
+    identical = run("vllm-mtp", "MTP", [out("p1", "the cat sat"), out("p2", "a dog ran far")])
+    [row] = lossless([with_probes(BASE, failed), with_probes(identical, failed)])
+    assert (row.probed, row.checks, row.verdict) == (0, (), "identical")
+
+
+def test_a_divergence_whose_probe_failed_says_so() -> None:
+    failed = LogprobProbe(prompt_sha256="p2", output_sha256=None, error="HTTP 500: EngineCore")
+    spec = run("vllm-mtp", "MTP", [out("p1", "the cat sat"), out("p2", "a dog ran off")])
+    [row] = lossless([with_probes(BASE, NEAR[0]), with_probes(spec, failed)])
+    [check] = row.checks
+    assert (check.verdict, check.why) == ("unclassified", "probe failed: HTTP 500: EngineCore")
