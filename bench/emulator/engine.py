@@ -21,8 +21,8 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import bench.emulator.formats as formats
+from bench.emulator.logprobs import Emission, emission, first_near_tie
 from bench.emulator.profile import FailMode, Profile
-from bench.emulator.tokens import completion_text
 
 #: seconds before a step's end at which the loop stops sleeping and spins
 SPIN_S = 0.0015
@@ -81,6 +81,8 @@ class Request:
     outcome: str = "pending"
     fault_done: bool = False
     text_parts: list[str] = field(default_factory=list)
+    top_logprobs: int | None = None  # the request's top_logprobs when it asked for logprobs
+    emissions: list[Emission] = field(default_factory=list)  # every token emitted, in order
     done: asyncio.Event = field(default_factory=asyncio.Event)
 
     @property
@@ -314,8 +316,10 @@ class EmulatedEngine:
         step ends so the write at the deadline is only a socket write."""
         start = r.emitted
         r.emitted += n
-        text = completion_text(start, n)
+        emitted = [self._emission(i) for i in range(start, start + n)]
+        text = "".join(e.token for e in emitted)
         r.text_parts.append(text)
+        r.emissions += emitted
         finished = r.finished
         events: list[tuple[str, int, bytes]] = []
         if not r.stream:
@@ -337,7 +341,11 @@ class EmulatedEngine:
                 (
                     "content",
                     n,
-                    formats.sse(formats.vllm_content_chunk(r.rid, r.created, model, text, reason)),
+                    formats.sse(
+                        formats.vllm_content_chunk(
+                            r.rid, r.created, model, text, reason, self.logprobs(r, emitted)
+                        )
+                    ),
                 )
             )
             if finished and r.include_usage and not p.has(FailMode.MISSING_USAGE):
@@ -358,9 +366,9 @@ class EmulatedEngine:
                 events.append(
                     ("role", 0, formats.sse(formats.sglang_role_chunk(r.rid, now, model)))
                 )
-            events.append(
-                ("content", n, formats.sse(formats.sglang_content_chunk(r.rid, now, model, text)))
-            )
+            lps = self.logprobs(r, emitted)
+            chunk = formats.sglang_content_chunk(r.rid, now, model, text, lps)
+            events.append(("content", n, formats.sse(chunk)))
             if finished:
                 matched = formats.EMULATED_EOS_TOKEN_ID if r.finish_reason == "stop" else None
                 events.append(
@@ -387,6 +395,22 @@ class EmulatedEngine:
         if finished:
             events.append(("done", 0, formats.SSE_DONE))
         return events
+
+    def _emission(self, i: int) -> Emission:
+        """The token at output position ``i`` (bench.emulator.logprobs): the target's greedy
+        choice, unless a speculative server's near_tie_flip or lossy_draft mode changes it."""
+        p = self.profile
+        after = p.failures.after_tokens
+        flip = first_near_tie(after) if self.k and p.has(FailMode.NEAR_TIE_FLIP) else None
+        lossy = after if self.k and p.has(FailMode.LOSSY_DRAFT) else None
+        return emission(i, flip_at=flip, lossy_from=lossy)
+
+    def logprobs(self, r: Request, emitted: list[Emission]) -> dict[str, Any] | None:
+        """``choices[].logprobs`` for ``emitted`` when the request asked for logprobs."""
+        if r.top_logprobs is None:
+            return None
+        tokens = [(e.token, e.logprob, e.top) for e in emitted]
+        return formats.chat_logprobs(tokens, r.top_logprobs, self.profile.engine)
 
     async def _emit(
         self, plans: list[tuple[Request, list[tuple[str, int, bytes]]]], scheduled: float

@@ -50,6 +50,34 @@ def sse(data: str) -> bytes:
 SSE_DONE: Final = b"data: [DONE]\n\n"
 
 
+def chat_logprobs(
+    tokens: list[tuple[str, float, tuple[tuple[str, float], ...]]], top_n: int, engine: Engine
+) -> dict[str, Any]:
+    """A chunk's ``choices[].logprobs`` for its tokens: (token, logprob, candidates with the
+    sampled one first). vLLM: ``ChatCompletionLogProbs`` of ``ChatCompletionLogProbsContent``
+    (token, logprob, bytes, top_logprobs; chat_completion/protocol.py:96-110), its top list the
+    first ``top_n`` candidates (serving.py:1190-1214, sampled first); as recorded on a GPU
+    (tests/fixtures/vllm-gpu/stream-logprobs.sse). SGLang: ``ChoiceLogprobs`` of
+    ``ChatCompletionTokenLogprob`` (token, bytes, logprob, top_logprobs;
+    sglang/srt/entrypoints/openai/protocol.py:147-161), its top list the engine's top-k
+    (serving_chat.py:2028-2040)."""
+
+    def one(token: str, logprob: float) -> dict[str, Any]:
+        raw = list(token.encode())
+        if engine == "vllm":
+            return {"token": token, "logprob": logprob, "bytes": raw}
+        return {"token": token, "bytes": raw, "logprob": logprob}
+
+    content = []
+    for token, logprob, top in tokens:
+        entry = one(token, logprob)
+        if engine == "sglang":  # the top-k by value, the sampled token among them or not
+            top = tuple(sorted(top, key=lambda c: -c[1]))
+        entry["top_logprobs"] = [one(t, lp) for t, lp in top[:top_n]]
+        content.append(entry)
+    return {"content": content}
+
+
 # --------------------------------------------------------------------------------------------
 # vLLM 0.33.0 chat-completion chunks
 # --------------------------------------------------------------------------------------------
@@ -88,14 +116,20 @@ def vllm_role_chunk(rid: str, created: int, model: str) -> str:
 
 
 def vllm_content_chunk(
-    rid: str, created: int, model: str, text: str, finish_reason: str | None
+    rid: str,
+    created: int,
+    model: str,
+    text: str,
+    finish_reason: str | None,
+    logprobs: dict[str, Any] | None = None,
 ) -> str:
     """A token delta; the last one carries finish_reason and stop_reason in the same event
-    (chat_completion/serving.py:781-815; kv_transfer_params is always passed)."""
+    (chat_completion/serving.py:781-815; kv_transfer_params is always passed). ``logprobs``:
+    ``chat_logprobs(..., "vllm")`` when the request asked for them."""
     choice: dict[str, Any] = {
         "index": 0,
         "delta": {"content": text},
-        "logprobs": None,
+        "logprobs": logprobs,
         "finish_reason": finish_reason,
     }
     if finish_reason is not None:
@@ -136,7 +170,14 @@ def vllm_usage_chunk(rid: str, created: int, model: str, prompt: int, completion
 
 
 def vllm_full_response(
-    rid: str, created: int, model: str, text: str, finish_reason: str, prompt: int, completion: int
+    rid: str,
+    created: int,
+    model: str,
+    text: str,
+    finish_reason: str,
+    prompt: int,
+    completion: int,
+    logprobs: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Non-streamed body (ChatCompletionResponse, chat_completion/protocol.py:143-167); the
     emulator writes the OpenAI core fields and vLLM's stop_reason/token_ids extras."""
@@ -149,7 +190,7 @@ def vllm_full_response(
             {
                 "index": 0,
                 "message": {"role": "assistant", "content": text, "tool_calls": []},
-                "logprobs": None,
+                "logprobs": logprobs,
                 "finish_reason": finish_reason,
                 "stop_reason": None,
                 "token_ids": None,
@@ -196,6 +237,7 @@ def _sglang_chunk(
     delta: dict[str, Any],
     finish_reason: str | None = None,
     matched_stop: int | str | None = None,
+    logprobs: dict[str, Any] | None = None,
 ) -> str:
     return _dumps(
         {
@@ -207,7 +249,7 @@ def _sglang_chunk(
                 {
                     "index": 0,
                     "delta": delta,
-                    "logprobs": None,
+                    "logprobs": logprobs,
                     "finish_reason": finish_reason,
                     "matched_stop": matched_stop,
                 }
@@ -223,9 +265,13 @@ def sglang_role_chunk(rid: str, created: int, model: str) -> str:
     )
 
 
-def sglang_content_chunk(rid: str, created: int, model: str, text: str) -> str:
+def sglang_content_chunk(
+    rid: str, created: int, model: str, text: str, logprobs: dict[str, Any] | None = None
+) -> str:
     """A content delta (serving_chat.py:804-824), never carrying finish_reason."""
-    return _sglang_chunk(rid, created, model, {"reasoning_content": None, "content": text})
+    return _sglang_chunk(
+        rid, created, model, {"reasoning_content": None, "content": text}, logprobs=logprobs
+    )
 
 
 def sglang_finish_chunk(
@@ -272,6 +318,7 @@ def sglang_full_response(
     matched_stop: int | None,
     prompt: int,
     completion: int,
+    logprobs: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Non-streamed body (ChatCompletionResponse, protocol.py:1212-1220; choice 1183-1196;
     message 1176-1180)."""
@@ -289,7 +336,7 @@ def sglang_full_response(
                     "reasoning_content": None,
                     "tool_calls": None,
                 },
-                "logprobs": None,
+                "logprobs": logprobs,
                 "finish_reason": finish_reason,
                 "matched_stop": matched_stop,
                 "hidden_states": None,

@@ -44,6 +44,9 @@ class FailMode(StrEnum):
     PROMPT_DRIFT = "prompt_drift"  # usage.prompt_tokens off by prompt_drift
     EAGER_FALLBACK = "eager_fallback"  # no CUDA graph captured: eager steps, eager_slowdown x
     GRAPHS_UNUSED = "graphs_unused"  # graphs captured at start, yet every step runs eager
+    # speculative servers only (bench.emulator.logprobs): what the lossless check must judge
+    NEAR_TIE_FLIP = "near_tie_flip"  # picks the runner-up at a bf16 near-tie past after_tokens
+    LOSSY_DRAFT = "lossy_draft"  # broken draft: unverified tokens from after_tokens on
 
 
 class FailureSettings(_Strict):

@@ -27,7 +27,7 @@ import bench.emulator.formats as formats
 import bench.emulator.metrics as metrics
 from bench.emulator.engine import EmulatedEngine, LogFn, Request
 from bench.emulator.profile import FailMode, Profile
-from bench.emulator.tokens import RULE, completion_text, count_prompt_tokens
+from bench.emulator.tokens import RULE, count_prompt_tokens
 
 ENGINE_KEY: web.AppKey[EmulatedEngine] = web.AppKey("engine", EmulatedEngine)
 
@@ -447,6 +447,7 @@ class EmulatorServer:
             stream=stream,
             include_usage=bool(isinstance(options, dict) and options.get("include_usage")),
             arrival=engine.clock(),
+            top_logprobs=_top_logprobs(body),
         )
         if not stream:
             engine.submit(req)
@@ -477,11 +478,19 @@ class EmulatorServer:
 
     def _full_response(self, req: Request) -> web.Response:
         p = self.profile
-        text = completion_text(0, req.emitted)
+        text = "".join(req.text_parts)
         usage_prompt = req.reported_prompt_tokens
+        lps = self.engine.logprobs(req, req.emissions)
         if p.engine == "vllm":
             body = formats.vllm_full_response(
-                req.rid, req.created, req.model, text, req.finish_reason, usage_prompt, req.emitted
+                req.rid,
+                req.created,
+                req.model,
+                text,
+                req.finish_reason,
+                usage_prompt,
+                req.emitted,
+                lps,
             )
         else:
             matched = formats.EMULATED_EOS_TOKEN_ID if req.finish_reason == "stop" else None
@@ -494,6 +503,7 @@ class EmulatorServer:
                 matched,
                 usage_prompt,
                 req.emitted,
+                lps,
             )
         if p.has(FailMode.MISSING_USAGE):
             body.pop("usage", None)
@@ -512,6 +522,16 @@ class _ChunkedSink:
         if self._transport.is_closing():
             raise ConnectionResetError("client went away")
         self._transport.write(b"%x\r\n%b\r\n" % (len(data), data))
+
+
+def _top_logprobs(body: dict[str, Any]) -> int | None:
+    """How many candidates a request wants per token; None without ``logprobs: true`` (both
+    engines' chat requests: ``logprobs: bool``, ``top_logprobs: int``; vLLM
+    chat_completion/protocol.py:242-243, SGLang srt/entrypoints/openai/protocol.py:833-834)."""
+    if not body.get("logprobs"):
+        return None
+    n = body.get("top_logprobs")
+    return n if isinstance(n, int) and not isinstance(n, bool) and n >= 0 else 0
 
 
 async def _mark_emulator(request: web.Request, response: web.StreamResponse) -> None:

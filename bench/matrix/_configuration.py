@@ -34,12 +34,14 @@ from bench.matrix._launch import (
 )
 from bench.matrix._options import MatrixOptions, Outcome, TelemetryFactory
 from bench.measure import (
+    Measured,
     ProgressBar,
     RunSpec,
     accept_lengths,
     graph_check,
     judge,
-    measure,
+    measure_level,
+    probe_level,
     scan_log,
 )
 from bench.schema import (
@@ -254,6 +256,7 @@ def run_configuration(ctx: RunContext, cfg: Configuration, outcome: Outcome) -> 
     server: Server = prestarted or ctx.launcher.start(spec, log_path)
     done = 0
     sampler = None
+    to_probe: list[tuple[int, RunSpec, Measured]] = []
     try:
         secs = wait_ready(
             server,
@@ -334,9 +337,10 @@ def run_configuration(ctx: RunContext, cfg: Configuration, outcome: Outcome) -> 
                 toy_model=exp.toy_model,
             )
             mark = len(server.log_text())  # the lines logged from here on are this level's
-            payload: Payload = measure(
+            measured = measure_level(
                 run_spec, progress, telemetry=sampler, no_telemetry_reason=started.reason
             )
+            payload: Payload = measured.payload
             if interrupted.is_set():  # never write a payload whose measurement was cut short
                 raise KeyboardInterrupt
             done += warmup + iterations
@@ -372,6 +376,7 @@ def run_configuration(ctx: RunContext, cfg: Configuration, outcome: Outcome) -> 
                 update={"evidence": payload.evidence.model_copy(update={"launch": launch})}
             )
             outcome.payloads.append(arts.write_payload(cfg.name, k, payload))
+            to_probe.append((k, run_spec, measured._replace(payload=payload)))
             valid = payload.evidence.validity.valid
             outcome.valid = valid if outcome.valid is None else (outcome.valid and valid)
             for r in payload.evidence.validity.reasons:
@@ -382,6 +387,13 @@ def run_configuration(ctx: RunContext, cfg: Configuration, outcome: Outcome) -> 
             progress.log(f"{cfg.name} c={k}: {payload.tokSOut:.2f} tok/s, {verdict}")
             if not server.alive():
                 raise RunError(f"{cfg.name}: server exited during the sweep (c={k})")
+        # Every level measured: now the logprob probes, which no measurement can suffer from.
+        for k, run_spec, measured in to_probe:
+            progress.say(f"{cfg.name} c={k}: logprob probes")
+            probed = probe_level(run_spec, measured)
+            arts.write_payload(cfg.name, k, probed)
+            if probed.evidence.logprob_probes and probed.evidence.logprob_probes.note:
+                progress.log(f"{cfg.name} c={k}: {probed.evidence.logprob_probes.note}")
     finally:
         if sampler is not None:
             sampler.stop()

@@ -23,7 +23,7 @@ from bench.measure._client import (
     request,
     split_base_url,
 )
-from bench.measure._loop import RunSpec, measure
+from bench.measure._loop import Measured, RunSpec, measure, measure_level, probe_level
 from bench.measure._progress import ProgressBar
 from bench.measure._validity import (
     GraphCheck,
@@ -51,6 +51,7 @@ __all__ = [
     "WORDS",
     "Connection",
     "GraphCheck",
+    "Measured",
     "ProgressBar",
     "PromptFactory",
     "RawResponse",
@@ -66,8 +67,10 @@ __all__ = [
     "judge",
     "load_tokenizer",
     "measure",
+    "measure_level",
     "nonce_stream",
     "parse_prometheus",
+    "probe_level",
     "prompt_sha256",
     "request",
     "scan_log",

@@ -21,7 +21,7 @@ import json
 import math
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple, Protocol
 
 from pydantic import Field, ValidationInfo, field_validator
 
@@ -38,6 +38,7 @@ from bench.engines import get_engine
 from bench.machine import measured_summary, no_telemetry_note
 from bench.measure._acceptance import SGLANG_GAUGES, combine, delta, server_ttft_ms, snapshot
 from bench.measure._client import Connection, RawResponse, chat_body, interpret_chat_stream, request
+from bench.measure._probes import MAX_PROBES, logprob_probes
 from bench.measure._validity import measurement_reasons, throttle_warnings
 from bench.measure._workload import PromptFactory, load_tokenizer, nonce_stream, prompt_sha256
 from bench.schema import (
@@ -96,6 +97,12 @@ class RunSpec(StrictModel):
     command_snippet: str | None = None
     model_revision: str | None = None
     temperature: float = Field(default=0.0, ge=0)
+    logprob_probes: int = Field(
+        default=MAX_PROBES,
+        ge=0,
+        le=MAX_PROBES,
+        description="greedy requests re-sent with logprobs after the timed iterations (0: none)",
+    )
 
     @field_validator("spec_method", mode="before")
     @classmethod
@@ -131,9 +138,54 @@ def measure(
     ``telemetry``: a running ``bench.machine.Sampler`` (the matrix keeps one per
     configuration); the payload gets its summary over the measured iteration windows and any
     throttling as a validity warning. Without one the payload says why there is none."""
+    measured = measure_level(
+        spec, progress, telemetry=telemetry, no_telemetry_reason=no_telemetry_reason
+    )
+    return probe_level(spec, measured)
+
+
+class Measured(NamedTuple):
+    """A measured level and the prompts its logprob probes will send again."""
+
+    payload: Payload
+    probe_prompts: list[str]
+
+
+def measure_level(
+    spec: RunSpec,
+    progress: ProgressSink | None = None,
+    *,
+    telemetry: Sampler | None = None,
+    no_telemetry_reason: str | None = None,
+) -> Measured:
+    """The measurement without its logprob probes: the matrix sends every level's probes once
+    all levels are measured, so a probe that upsets the server (vLLM 0.32.0's CPU build cannot
+    compile the logprob kernel and its engine core dies) costs no measurement, and the server
+    log of a level's window holds only the measured requests."""
     return asyncio.run(
         measure_async(spec, progress, telemetry=telemetry, no_telemetry_reason=no_telemetry_reason)
     )
+
+
+def probe_level(spec: RunSpec, measured: Measured) -> Payload:
+    """``measured``'s payload with its logprob probes (``evidence.logprob_probes``); unchanged
+    under sampling (near-ties mean something under greedy decoding only) or without prompts."""
+    if not measured.probe_prompts or spec.temperature != 0:
+        return measured.payload
+    probes = asyncio.run(
+        logprob_probes(
+            spec.base_url,
+            spec.served_model,
+            measured.probe_prompts,
+            spec.max_tokens,
+            spec.temperature,
+            spec.request_timeout_s,
+            spec.concurrency,
+        )
+    )
+    ev = measured.payload.evidence
+    update = {"evidence": ev.model_copy(update={"logprob_probes": probes})}
+    return measured.payload.model_copy(update=update)
 
 
 async def _server_prompt_count(spec: RunSpec, prompt: str) -> int:
@@ -290,7 +342,7 @@ async def measure_async(
     *,
     telemetry: Sampler | None = None,
     no_telemetry_reason: str | None = None,
-) -> Payload:
+) -> Measured:
     started = utc_now()
     is_emulator, _ = await _probe(spec)
     server_version = await _server_version(spec)
@@ -310,6 +362,7 @@ async def measure_async(
     )
     iterations: list[IterationRecord] = []
     first_prompt: str | None = None
+    probe_prompts: list[str] = []
     total = spec.warmup + spec.iterations
     for i in range(total):
         warmup = i < spec.warmup
@@ -324,11 +377,13 @@ async def measure_async(
             it.server_ttft_ms = server_ttft_ms(spec.engine, before, after)
         if not warmup and first_prompt is None:
             first_prompt = prompts[0]
+        if not warmup:
+            probe_prompts += prompts[: spec.logprob_probes - len(probe_prompts)]
         iterations.append(it)
         if progress is not None:
             progress.iteration_finished(it)
     payload = _payload(spec, iterations, first_prompt or "", is_emulator, started, warnings)
-    return with_telemetry(payload, telemetry, no_telemetry_reason)
+    return Measured(with_telemetry(payload, telemetry, no_telemetry_reason), probe_prompts)
 
 
 def with_telemetry(

@@ -27,7 +27,7 @@ from bench.report._claims import (
     within,
 )
 from bench.report._depth import DepthSweep, depth_sweeps, depth_tests
-from bench.report._lossless import LosslessRow, lossless
+from bench.report._lossless import NEAR_TIE_NATS, NEAR_TIE_REASON, LosslessRow, lossless
 from bench.report._model import RunSet, RunView
 from bench.report._text import pct
 
@@ -153,6 +153,8 @@ class ReportContext:
     side_by_side: list[SideBySide]
     valid_count: int
     lossless: list[LosslessRow]
+    near_tie_nats: float
+    near_tie_reason: str
     depth: list[DepthSweep]
     toy_banner: str
     single_all_valid: Callable[[str, int], RunView | None]
@@ -279,6 +281,8 @@ def build_context(rs: RunSet, reference: RunSet | None = None) -> ReportContext:
         side_by_side=side_by_side(rs, reference) if reference is not None else [],
         valid_count=sum(1 for r in rs.runs if r.valid),
         lossless=lossless(rs.runs),
+        near_tie_nats=NEAR_TIE_NATS,
+        near_tie_reason=NEAR_TIE_REASON,
         depth=depth_sweeps(rs, family),
         toy_banner=TOY_MODEL_BANNER,
         single_all_valid=lambda config, c: _valid_current(rs, config, c),

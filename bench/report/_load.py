@@ -111,8 +111,11 @@ def run_view(p: Payload, stem: str, log_lines: dict[str, list[str]] | None = Non
         for r in it.requests
         if r.prompt_sha256 is not None and r.output_text is not None and r.valid
     )
+    probes = p.evidence.logprob_probes
     return RunView(
         outputs=outputs,
+        probes=tuple(probes.requests) if probes else (),
+        probes_note=probes.note if probes else None,
         key=stem,
         config=config,
         engine=p.engineName,

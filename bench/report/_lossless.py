@@ -6,19 +6,55 @@ nonce included): with a prompt seed every configuration got the same prompts in 
 order. A matched pair is identical when its output hashes agree; otherwise the report shows
 where the texts part, in characters and in the baseline's streamed tokens (a run without
 speculation streams one token per content chunk). A divergence is evidence, not a crash.
+
+On a GPU, greedy outputs of two configurations part at numeric near-ties: bf16 logits a
+rounding apart, ordered differently by different kernels. Each payload carries logprob probes
+(``evidence.logprob_probes``: the measured prompts, or the first of them, sent again after the
+timed iterations with the top-2 logprobs per token). At the first differing token of a pair,
+both runs' top-2 decide: a **near-tie** when the two chosen tokens swap between top-1 and
+runner-up and each run's gap is at most ``NEAR_TIE_NATS``; otherwise a **real** divergence;
+**unclassified** when no probe of both runs reproduces the pair (said, never passed silently).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from itertools import accumulate
+from typing import Final, Literal
 
 from pydantic import Field
 
 from bench.core import StrictModel
 from bench.report._model import RequestOutput, RunView
+from bench.schema import LogprobProbe, TokenLogprobs, TopLogprob
 
 CONTEXT_CHARS = 24  # text shown on each side of a divergence
+
+BF16_STEP: Final = 2.0**-4
+"""Spacing of bf16 numbers in [8, 16): 8 significant bits, 2^3 * 2^-7."""
+
+NEAR_TIE_NATS: Final = 2 * BF16_STEP
+"""Largest top-1 - top-2 logprob gap (nats) at which a swap of the two is a numeric near-tie.
+
+The gap of two logprobs is the gap of their logits (log-softmax subtracts the same log-sum-exp
+from both). bf16 keeps 8 significant bits: a logit of magnitude in [8, 16) is a multiple of
+2^-4 = 0.0625, in [4, 8) of 2^-5 (the recorded H200 stream's top-2 gaps all are multiples of
+2^-5, as logits there give). Two configurations compute the same logits through different
+kernels (batch shape, verify vs decode step, graphs vs eager), each off by about a rounding; a
+swap of top-1 and top-2 needs the two runs' gaps to sum to that error, so each run's gap stays
+within two such roundings (0.125 nats) at logits below 16. A real divergence (a draft token
+the target would not pick) shows a chosen token that is not the run's own top-1, or a gap above
+this."""
+
+NEAR_TIE_REASON: Final = (
+    "bf16 keeps 8 significant bits, so a logit below 16 in magnitude is rounded to a multiple "
+    f"of 2^-4 = {BF16_STEP} nats; two configurations' kernels (batch shape, verify vs decode "
+    "step, graphs vs eager) may each move a logit by about that, and a swap of the top two "
+    "within two such roundings in each run is numerics, not a defect"
+)
+
+Verdict = Literal["near-tie", "real", "unclassified"]
+RowVerdict = Literal["not compared", "identical", "within numerics", "lossy", "unclassified"]
 
 
 class Divergence(StrictModel):
@@ -27,6 +63,22 @@ class Divergence(StrictModel):
     token: int | None = None
     baseline: str
     speculative: str
+
+
+class TokenCheck(StrictModel):
+    """The verdict on one differing pair, from both runs' top-2 at the first differing token."""
+
+    prompt_sha256: str
+    source: Literal["measured", "probe"] = Field(
+        description="a measured pair (its probes reproduce both outputs) or a probe pair only"
+    )
+    verdict: Verdict
+    token: int | None = Field(default=None, description="first differing token (0-based)")
+    baseline_token: str | None = None
+    speculative_token: str | None = None
+    baseline_gap: float | None = Field(default=None, description="top-1 - top-2 (nats)")
+    speculative_gap: float | None = None
+    why: str
 
 
 class LosslessRow(StrictModel):
@@ -40,13 +92,33 @@ class LosslessRow(StrictModel):
     identical: int
     first: Divergence | None = None
     note: str | None = None
+    probed: int = Field(
+        default=0, description="probe pairs of both runs (same prompt) that both answered"
+    )
+    checks: tuple[TokenCheck, ...] = ()
+
+    def count(self, verdict: Verdict) -> int:
+        return sum(1 for c in self.checks if c.verdict == verdict)
+
+    @property
+    def verdict(self) -> RowVerdict:
+        """Lossy on any real divergence; unclassified when a divergence lacks the logprobs to
+        judge it; within numerics when every divergence is a near-tie."""
+        if self.matched == 0:
+            return "not compared"
+        if self.count("real"):
+            return "lossy"
+        if self.count("unclassified"):
+            return "unclassified"
+        if self.count("near-tie"):
+            return "within numerics"
+        return "identical"
 
     @property
     def lossless(self) -> bool | None:
-        """True when every matched request was identical; None when nothing could be matched."""
-        if self.matched == 0:
-            return None
-        return self.identical == self.matched
+        """True when every output was identical or parted at near-ties only; False on a real
+        divergence; None when nothing could be matched or a divergence is unclassified."""
+        return {"identical": True, "within numerics": True, "lossy": False}.get(self.verdict)
 
 
 def _common_prefix(a: str, b: str) -> int:
@@ -77,6 +149,122 @@ def _divergence(base: RequestOutput, spec: RequestOutput) -> Divergence:
         baseline=base.text[lo : at + CONTEXT_CHARS],
         speculative=spec.text[lo : at + CONTEXT_CHARS],
     )
+
+
+def top2(entry: TokenLogprobs) -> list[TopLogprob]:
+    """The two best candidates by logprob (a stable sort: on an exact tie the engine's order,
+    the sampled token first in vLLM, decides), each token once."""
+    seen: set[str] = set()
+    out: list[TopLogprob] = []
+    for t in sorted(entry.top, key=lambda t: -t.logprob):
+        if t.token not in seen:
+            seen.add(t.token)
+            out.append(t)
+    return out[:2]
+
+
+def classify(
+    base: LogprobProbe,
+    spec: LogprobProbe,
+    source: Literal["measured", "probe"] = "probe",
+    threshold: float = NEAR_TIE_NATS,
+) -> TokenCheck | None:
+    """Near-tie, real or unclassified at the first token where the two probes differ; None
+    when their tokens agree throughout."""
+
+    def unclassified(why: str, token: int | None = None) -> TokenCheck:
+        return TokenCheck(
+            prompt_sha256=base.prompt_sha256,
+            source=source,
+            verdict="unclassified",
+            token=token,
+            why=why,
+        )
+
+    if base.error or spec.error:
+        return unclassified(f"probe failed: {base.error or spec.error}")
+    pairs = zip(base.tokens, spec.tokens, strict=False)  # a shorter probe is said below
+    at = next((i for i, (b, s) in enumerate(pairs) if b.token != s.token), None)
+    if at is None:
+        if len(base.tokens) == len(spec.tokens):
+            if base.output_sha256 == spec.output_sha256:
+                return None
+            return unclassified("the texts differ where the logprob tokens agree")
+        return unclassified("one probe has fewer tokens", min(len(base.tokens), len(spec.tokens)))
+    b, s = base.tokens[at], spec.tokens[at]
+    bt, st = top2(b), top2(s)
+    if len(bt) < 2 or len(st) < 2:
+        return unclassified("fewer than two candidates at the differing token", at)
+    gap_b, gap_s = bt[0].logprob - bt[1].logprob, st[0].logprob - st[1].logprob
+    check = TokenCheck(
+        prompt_sha256=base.prompt_sha256,
+        source=source,
+        verdict="real",
+        token=at,
+        baseline_token=b.token,
+        speculative_token=s.token,
+        baseline_gap=gap_b,
+        speculative_gap=gap_s,
+        why="",
+    )
+    if st[0].token != s.token:
+        why = f"the speculative run's token is not its own top-1 ({st[0].token!r} is)"
+    elif bt[0].token != b.token:
+        why = f"the baseline's token is not its own top-1 ({bt[0].token!r} is)"
+    elif bt[1].token != s.token or st[1].token != b.token:
+        why = "the two tokens are not each other's runner-up"
+    elif max(gap_b, gap_s) > threshold:
+        why = f"top-2 gap {max(gap_b, gap_s):.4f} nats > {threshold} nats"
+    else:
+        return check.model_copy(
+            update={
+                "verdict": "near-tie",
+                "why": f"top-1 and top-2 swap, gaps {gap_b:.4f} and {gap_s:.4f} nats",
+            }
+        )
+    return check.model_copy(update={"why": why})
+
+
+def _checks(
+    base: RunView, run: RunView, differing: list[tuple[RequestOutput, RequestOutput]]
+) -> tuple[int, list[TokenCheck]]:
+    """(usable probe pairs, checks): every differing measured pair, judged by the probes of its
+    prompt when they reproduce both outputs, then every differing probe pair not judged
+    already. A failed probe only matters where a divergence needed it."""
+    base_probes = {p.prompt_sha256: p for p in base.probes}
+    pairs = {
+        p.prompt_sha256: (base_probes[p.prompt_sha256], p)
+        for p in run.probes
+        if p.prompt_sha256 in base_probes
+    }
+    usable = {sha: pair for sha, pair in pairs.items() if not (pair[0].error or pair[1].error)}
+    checks: list[TokenCheck] = []
+    for b, s in differing:
+        pair = pairs.get(b.prompt_sha256)
+        if pair is None:
+            why = "no logprob probe of this prompt in both runs"
+        elif pair[0].error or pair[1].error:
+            why = f"probe failed: {pair[0].error or pair[1].error}"
+        elif (pair[0].output_sha256, pair[1].output_sha256) != (b.output_sha256, s.output_sha256):
+            why = "the probes' outputs differ from the measured ones"
+        else:
+            check = classify(*pair, source="measured")
+            if check is not None:
+                checks.append(check)
+                continue
+            why = "the probes agree token by token where the measured texts differ"
+        checks.append(
+            TokenCheck(
+                prompt_sha256=b.prompt_sha256, source="measured", verdict="unclassified", why=why
+            )
+        )
+    judged = {c.prompt_sha256 for c in checks}
+    for sha, (pb, ps) in usable.items():
+        if sha not in judged and pb.output_sha256 != ps.output_sha256:
+            check = classify(pb, ps, source="probe")
+            if check is not None:
+                checks.append(check)
+    return len(usable), checks
 
 
 def lossless(runs: Sequence[RunView]) -> list[LosslessRow]:
@@ -122,6 +310,7 @@ def lossless(runs: Sequence[RunView]) -> list[LosslessRow]:
                 "(a matrix run shares one prompt seed; specbench run takes --prompt-seed)"
             )
         first = min((_divergence(b, s) for b, s in differing), key=lambda d: d.char, default=None)
+        probed, checks = _checks(base, run, differing)
         rows.append(
             row.model_copy(
                 update={
@@ -129,6 +318,8 @@ def lossless(runs: Sequence[RunView]) -> list[LosslessRow]:
                     "identical": len(same),
                     "first": first,
                     "note": note,
+                    "probed": probed,
+                    "checks": tuple(checks),
                 }
             )
         )

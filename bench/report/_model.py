@@ -12,7 +12,7 @@ from typing import Any, Literal
 from pydantic import Field
 
 from bench.core import StrictModel
-from bench.schema import LaunchRecord, ServerLogEvidence
+from bench.schema import LaunchRecord, LogprobProbe, ServerLogEvidence
 
 SourceKind = Literal["artifacts", "reference"]
 
@@ -122,6 +122,10 @@ class RunView(StrictModel):
     launch: LaunchRecord | None = Field(
         default=None, description="how the server was started, recorded when it ran"
     )
+    probes: tuple[LogprobProbe, ...] = Field(
+        default=(), description="greedy requests re-sent with logprobs after the timed ones"
+    )
+    probes_note: str | None = Field(default=None, description="what went wrong with the probes")
 
 
 class ConfigInfo(StrictModel):

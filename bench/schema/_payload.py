@@ -324,6 +324,50 @@ class LaunchRecord(StrictModel):
     admission: AdmissionCap | None = None
 
 
+class TopLogprob(StrictModel):
+    """One candidate token at one position: OpenAI chat ``top_logprobs[]`` (vLLM 0.33.0
+    chat_completion/protocol.py:96-99 ``ChatCompletionLogProb``; SGLang 0.5.19
+    srt/entrypoints/openai/protocol.py:147-157 ``TopLogprob``)."""
+
+    token: str
+    logprob: float
+
+
+class TokenLogprobs(StrictModel):
+    """One generated token with the engine's top candidates at its position (OpenAI chat
+    ``choices[].logprobs.content[]``; vLLM chat_completion/protocol.py:102-110). ``top`` is kept
+    in the order the engine sent it: vLLM puts the sampled token first (v1/engine/logprobs.py:
+    "Sampler puts the sampled logprob in first"), so readers sort it by logprob."""
+
+    token: str
+    logprob: float
+    top: list[TopLogprob] = Field(default_factory=list)
+
+
+class LogprobProbe(StrictModel):
+    """One greedy request sent again after the measured iterations, with logprobs: the
+    evidence the lossless check needs to tell a numeric near-tie from a real divergence."""
+
+    prompt_sha256: str = Field(description="sha256 of the whole prompt, as the measured request")
+    output_sha256: str | None = Field(description="sha256 of the streamed text, as measured")
+    tokens: list[TokenLogprobs] = Field(
+        default_factory=list, description="one entry per generated token, in stream order"
+    )
+    error: str | None = Field(default=None, description="why the probe gave no usable answer")
+
+
+class LogprobProbes(StrictModel):
+    """The logprob probes of one payload, sent after its timed iterations (never inside them:
+    logprobs cost time). They re-send the measured prompts in order (up to a cap), so probes of
+    runs with the same prompt seed pair up by prompt hash."""
+
+    top_logprobs: int = Field(ge=1, description="the request's top_logprobs")
+    requests: list[LogprobProbe] = Field(default_factory=list)
+    note: str | None = Field(
+        default=None, description="what went wrong for the probes as a whole, if anything"
+    )
+
+
 class Evidence(StrictModel):
     """Everything lmx does not know: raw records, acceptance, figures, verdict."""
 
@@ -345,6 +389,9 @@ class Evidence(StrictModel):
     )
     launch: LaunchRecord | None = Field(
         default=None, description="how the server was started (matrix runs only)"
+    )
+    logprob_probes: LogprobProbes | None = Field(
+        default=None, description="greedy requests re-sent with logprobs after the timed ones"
     )
 
 

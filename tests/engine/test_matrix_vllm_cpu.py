@@ -9,6 +9,8 @@
 - n-gram: the figures equal the counter deltas, whatever the rate;
 - every request's server-counted prompt_tokens equals P (the real chat template);
 - greedy outputs identical to the baseline's at concurrency 1 (the report's lossless check);
+- logprob probes after the last level: the CPU build's engine core dies on logprobs (no C++
+  compiler for its compiled sampler op), and every level is measured all the same;
 - the engine version and backend come from the server and the hardware;
 - the client's TTFT against the engine's own TTFT histogram over the same windows;
 - killing the engine container mid-sweep (the baseline, after its first level): the failure is
@@ -33,6 +35,7 @@ from oracles import SELF_DRAFT_MIN_ACCEPTANCE
 from tiny_run import TinyRun
 
 from bench.core import sha256_file
+from bench.measure._probes import MAX_PROBES
 from bench.report import load_artifacts, lossless
 from bench.schema import Payload, read_payload
 
@@ -151,7 +154,31 @@ def test_greedy_outputs_identical_to_the_baseline_at_c1(tiny_run: TinyRun) -> No
         assert row.matched == row.requests > 0, row
         assert row.identical == row.matched, row.first
     text = (tiny_run.out / "report" / "REPORT.md").read_text()
-    assert "| partial-draft | 1 | baseline | 3 of 3 | 3 | identical |" in text
+    # matched, identical, probed (none answered: the CPU build has no logprobs, the test below),
+    # near-ties, real, unclassified
+    assert "| partial-draft | 1 | baseline | 3 of 3 | 3 | 0 | 0 | 0 | 0 | identical |" in text
+
+
+def test_logprob_probes_cost_no_measurement_on_the_cpu_build(tiny_run: TinyRun) -> None:
+    """vLLM 0.32.0's CPU build cannot serve logprobs: its sampler's torch.compile'd
+    batched_count_greater_than (vllm/v1/sample/ops/logprobs.py) needs a C++ compiler the image
+    lacks (InvalidCxxCompiler), and the engine core dies. The matrix sends every level's probes
+    after the last level, so every level is still measured (all 15 payloads, test above), and
+    each speculative payload says why it has no logprobs; the lossless rows stay identical."""
+    for config in ("self-draft-k1", "self-draft-k3", "partial-draft", "ngram"):
+        levels = payloads(tiny_run, config)
+        assert [p.engineFlags.concurrency for p in levels] == [1, 2, 4]
+        for p in levels:
+            probes = p.evidence.logprob_probes
+            assert probes is not None, config
+            measured = [r.prompt_sha256 for it in windows(p) for r in it.requests]
+            assert [r.prompt_sha256 for r in probes.requests] == measured[:MAX_PROBES]
+            assert all(r.error for r in probes.requests) and probes.note, (config, probes)
+        first = levels[0].evidence.logprob_probes
+        assert first is not None and first.note is not None
+        assert "EngineCore encountered an issue" in first.note
+    rows = lossless(load_artifacts(tiny_run.out).runs)
+    assert rows and {r.verdict for r in rows} == {"identical"}
 
 
 def test_client_ttft_against_the_engines_own_clock(tiny_run: TinyRun) -> None:

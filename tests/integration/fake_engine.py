@@ -59,6 +59,8 @@ class State:
         default_factory=lambda: {"drafts": 0.0, "draft_tokens": 0.0, "accepted": 0.0}
     )
     prompts: list[str] = field(default_factory=list)
+    # prompts of requests that asked for logprobs (the runner's probes re-send measured prompts)
+    logprob_prompts: list[str] = field(default_factory=list)
     ids: itertools.count[int] = field(default_factory=itertools.count)
 
 
@@ -112,7 +114,7 @@ def make_app(state: State) -> web.Application:
                 status=sh.http_status,
             )
         content = body["messages"][-1]["content"]
-        state.prompts.append(content)
+        (state.logprob_prompts if body.get("logprobs") else state.prompts).append(content)
         if body.get("stream") is not True:
             return web.json_response({"error": {"message": "test server streams only"}}, status=400)
         max_tokens = int(body["max_tokens"])

@@ -54,6 +54,13 @@ def test_matrix_writes_valid_artifacts_and_flags_the_broken_draft(
         assert p.exists(), p
     good = [read_payload(arts.payload("vllm-mtp", k)) for k in (1, 2)]
     assert all(p.evidence.validity.valid and p.simulated for p in good)
+    for p in good:  # every level's logprob probes, sent once the last level was measured
+        probes = p.evidence.logprob_probes
+        measured = [r.prompt_sha256 for it in p.evidence.iterations if not it.warmup
+                    for r in it.requests]  # fmt: skip
+        assert probes is not None and probes.note is None
+        assert [r.prompt_sha256 for r in probes.requests] == measured
+        assert all(len(r.tokens) == p.outputTokens for r in probes.requests)
     bad = read_payload(arts.payload("sglang-mtp-stock", 1))
     assert not bad.evidence.validity.valid
     codes = {r.code for r in bad.evidence.validity.reasons}

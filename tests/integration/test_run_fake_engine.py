@@ -133,6 +133,12 @@ def test_seed_command_line_role_first_chunk(
     prompts = server.state.prompts
     assert len(set(prompts)) == len(prompts)
     assert all(p.startswith("Request ") for p in prompts)
+    # After the timed ones, the measured prompts again with logprobs, not streamed (this server
+    # streams only: the probes fail and the payload says so).
+    measured = prompts[-len(measured_requests(p)) :]
+    assert server.state.logprob_prompts == measured
+    probes = p["evidence"]["logprob_probes"]
+    assert probes["note"].startswith("2 of 2 probes failed; first: HTTP 400: ")  # streams only
     assert len(p["samples"]) == 2
     assert p["tokSOut"] == pytest.approx(sum(p["samples"]) / 2)
     code, stdout, _ = cli(capsys, "validate", str(out))
