@@ -34,6 +34,7 @@ from bench.matrix._launch import (
 )
 from bench.matrix._options import MatrixOptions, Outcome, TelemetryFactory
 from bench.measure import (
+    MAX_PROBES,
     Measured,
     ProgressBar,
     RunSpec,
@@ -334,6 +335,9 @@ def run_configuration(ctx: RunContext, cfg: Configuration, outcome: Outcome) -> 
                 command_snippet=shlex.join(argv),
                 model_revision=exp.target.revision,
                 prompt_seed=ctx.prompt_seed,
+                logprob_probes=MAX_PROBES
+                if exp.workload.logprob_probes is None
+                else exp.workload.logprob_probes,
                 toy_model=exp.toy_model,
             )
             mark = len(server.log_text())  # the lines logged from here on are this level's

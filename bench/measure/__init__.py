@@ -24,6 +24,7 @@ from bench.measure._client import (
     split_base_url,
 )
 from bench.measure._loop import Measured, RunSpec, measure, measure_level, probe_level
+from bench.measure._probes import MAX_PROBES
 from bench.measure._progress import ProgressBar
 from bench.measure._validity import (
     GraphCheck,
@@ -44,6 +45,7 @@ from bench.measure._workload import (
 )
 
 __all__ = [
+    "MAX_PROBES",
     "METRICS",
     "NONCE_PREFIX",
     "SGLANG_GAUGES",

@@ -183,6 +183,13 @@ class WorkloadSpec(StrictModel):
         description="seed of the prompt nonces; every configuration gets the same prompts in the "
         "same order (None: the matrix draws one per run and records it in the lock)",
     )
+    logprob_probes: int | None = Field(
+        default=None,
+        ge=0,
+        description="greedy requests re-sent with logprobs after a configuration's last level, "
+        "per level, for the lossless check (None: the runner's default; 0: none, for an engine "
+        "that cannot serve logprobs)",
+    )
 
     @field_validator("concurrency")
     @classmethod
