@@ -192,3 +192,13 @@ def test_a_stopped_leftover_of_the_same_name_is_replaced(tmp_path: Path) -> None
     server = launcher.start(spec, tmp_path / "server.log")
     assert log == [f"remove {spec.name}-0", f"create {spec.name}", f"start {spec.name}-2"]
     assert server.container.status == "running"
+
+
+def test_image_id_option_is_key_equals_id_once_per_key() -> None:
+    from bench.commands.matrix import _image_ids
+
+    other_id = "sha256:" + "cd" * 32
+    assert _image_ids([f"sglang={other_id}"]) == {"sglang": other_id}
+    for bad in ([other_id], [f"={other_id}"], [f"sglang={other_id}", f"sglang={PINNED}"]):
+        with pytest.raises(InputError, match="want KEY=sha256"):
+            _image_ids(bad)
