@@ -53,12 +53,19 @@ def matrix(
     iterations: Annotated[int | None, typer.Option(help="override (labelled deviation)")] = None,
     warmup: Annotated[int | None, typer.Option(help="override (labelled deviation)")] = None,
     progress: Annotated[bool, typer.Option(help="show the progress bar")] = True,
+    image_id: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--image-id",
+            help="KEY=sha256:... this host's image ID of a local build (over the experiment's)",
+        ),
+    ] = None,
 ) -> None:
     """Run every configuration: one server per configuration, every concurrency level."""
 
     if launcher not in ("docker", "process"):
         raise InputError("--launcher", f"must be docker or process, not {launcher!r}")
-    exp = load_experiment(experiment)
+    exp = load_experiment(experiment).with_local_image_ids(_image_ids(image_id or []))
     try:
         opts = MatrixOptions(
             out=out,
@@ -82,6 +89,16 @@ def matrix(
     _print_outcomes(result)
     if result.failed:
         raise RunError(f"{len(result.failed)} configuration(s) failed: see {out}/status.json")
+
+
+def _image_ids(pairs: list[str]) -> dict[str, str]:
+    ids: dict[str, str] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key or key in ids:
+            raise InputError("--image-id", f"{pair!r}: want KEY=sha256:..., once per key")
+        ids[key] = value
+    return ids
 
 
 def _print_outcomes(result: object) -> None:

@@ -20,8 +20,10 @@ from __future__ import annotations
 import json
 import os
 import secrets
+import signal
 import subprocess
 import sys
+import time
 from collections.abc import Callable, Iterator
 from datetime import datetime
 from pathlib import Path
@@ -112,9 +114,25 @@ class Target:
     def remove(self) -> None:
         _docker("rm", "-f", self.name)
 
+    def inventory_host(self) -> dict[str, Any]:
+        return {
+            "ansible_connection": "community.docker.docker",
+            "ansible_host": self.name,
+            "ansible_user": "root",
+            "ansible_python_interpreter": "/usr/bin/python3",
+        }
+
     def run(
-        self, name: str, tags: str, extravars: dict[str, Any], skip: str = "", check: bool = False
+        self,
+        name: str,
+        tags: str,
+        extravars: dict[str, Any],
+        skip: str = "",
+        check: bool = False,
+        hosts: dict[str, dict[str, Any]] | None = None,
     ) -> Any:
+        """One playbook run against this target (host `fresh`), or against `hosts` (a fleet:
+        inventory name -> host vars, see inventory_host)."""
         import ansible_runner
 
         bindir = str(Path(sys.executable).parent)
@@ -124,18 +142,7 @@ class Target:
             private_data_dir=str(private),
             project_dir=str(ANSIBLE),
             playbook="site.yml",
-            inventory={
-                "all": {
-                    "hosts": {
-                        "fresh": {
-                            "ansible_connection": "community.docker.docker",
-                            "ansible_host": self.name,
-                            "ansible_user": "root",
-                            "ansible_python_interpreter": "/usr/bin/python3",
-                        }
-                    }
-                }
-            },
+            inventory={"all": {"hosts": hosts or {"fresh": self.inventory_host()}}},
             extravars=extravars,
             cmdline=f"--tags {tags}"
             + (f" --skip-tags {skip}" if skip else "")
@@ -153,6 +160,29 @@ class Target:
             timeout=600,
         )
 
+    def spawn(self, name: str, tags: str, extravars: dict[str, Any], skip: str = "") -> Any:
+        """ansible-playbook as a process of its own session, for a test to kill mid-run (a lost
+        controller): ansible_runner.run cannot be killed from outside."""
+        bindir = Path(sys.executable).parent
+        private = self.tmp / "spawn" / f"{name}-{secrets.token_hex(3)}"
+        private.mkdir(parents=True)
+        inventory = {"all": {"hosts": {"fresh": self.inventory_host()}}}
+        (private / "inventory.json").write_text(json.dumps(inventory))
+        (private / "extravars.json").write_text(json.dumps(extravars))
+        argv = [str(bindir / "ansible-playbook"), "-i", str(private / "inventory.json"),
+                "-e", f"@{private / 'extravars.json'}", "--tags", tags,
+                *(["--skip-tags", skip] if skip else []), str(ANSIBLE / "site.yml")]  # fmt: skip
+        env = {
+            **os.environ,
+            "PATH": f"{bindir}:{os.environ.get('PATH', '')}",
+            "ANSIBLE_CONFIG": str(ANSIBLE / "ansible.cfg"),
+        }
+        with open(private / "stdout", "w") as out:
+            return subprocess.Popen(
+                argv, cwd=ANSIBLE, env=env, stdout=out, stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )  # fmt: skip
+
 
 def _base_vars(t: Target, tmp: Path) -> dict[str, Any]:
     """The real backend, with what a container cannot have switched to stand-ins."""
@@ -163,6 +193,9 @@ def _base_vars(t: Target, tmp: Path) -> dict[str, Any]:
         # a Debian container stands in for the Ubuntu host
         "preflight_supported_os": {"Ubuntu": ["22.04", "24.04"], "Debian": ["12"]},
         "preflight_min_free_disk_gb": 1,
+        # the images and models still to download count nothing here (their own test below)
+        "preflight_image_disk_gb": 0,
+        "preflight_model_disk_gb": 0,
         "preflight_min_ram_gb": 1,
         "preflight_check_connectivity": False,
         # the GPU, driver and image checks have their own tests below, with fakes
@@ -371,6 +404,9 @@ def test_refuses_dkms_under_secure_boot(target: Target) -> None:
     msg = _refusal(target, "preflight", {"preflight_check_driver": True})
     assert "Secure Boot is enabled (SecureBoot enabled)" in msg
     assert "mokutil --import" in msg and "linux-modules-nvidia-580-server-open-" in msg
+    # the MOK advice can be followed before the first DKMS install (issue #21: MOK.der does not
+    # exist until a key is made)
+    assert "update-secureboot-policy --new-key" in msg and "MOK.der does not exist" in msg
 
 
 def test_prebuilt_modules_pass_under_secure_boot(target: Target) -> None:
@@ -440,6 +476,15 @@ ARCHIVE_PACKAGES: list[dict[str, str]] = [
         "Package": f"linux-modules-nvidia-580-server-open-{ARCHIVE_KERNEL}",
         "Version": "6.8.0-85.85+1",
         "Depends": f"nvidia-kernel-common-580-server (<= {UBUNTU_BUILD})",
+    },
+    # linux-restricted-modules' meta package of the kernel flavour ("Extra drivers for
+    # nvidia-580-server-open for the generic flavour", packages.ubuntu.com/noble/
+    # linux-modules-nvidia-580-server-open-generic; -generic-hwe-24.04 for the HWE kernel): it
+    # depends on the modules of the flavour's current kernel, so it follows kernel updates
+    {
+        "Package": "linux-modules-nvidia-580-server-open-generic",
+        "Version": "6.8.0-85.85+1",
+        "Depends": f"linux-modules-nvidia-580-server-open-{ARCHIVE_KERNEL} (= 6.8.0-85.85+1)",
     },
     {"Package": "nvidia-kernel-common-580-server", "Version": UBUNTU_BUILD},
     {"Package": "nvidia-headless-no-dkms-580-server-open", "Version": UBUNTU_BUILD},
@@ -559,6 +604,35 @@ def test_driver_stage_on_a_ubuntu_like_archive(local_archive: Target) -> None:
     assert f"Depends: nvidia-dkms-580-open (= {old})" in sim.stdout + sim.stderr
 
 
+def test_prebuilt_driver_module_follows_later_kernels(local_archive: Target) -> None:
+    """Issue #21: the prebuilt path installed the module package of the running kernel only, so
+    a kernel unattended-upgrades installed later booted without a module. The flavour's meta
+    package (listed in the archive) is installed too, and not held. Check mode: apt resolves
+    the dummy archive, nothing is installed."""
+    t = local_archive
+    t.fake("uname", FAKE_UNAME.format(kernel=ARCHIVE_KERNEL))
+    t.fake("mokutil", FAKE_MOKUTIL.format(state="disabled"))
+    extra = {
+        **_base_vars(t, t.tmp),
+        "preflight_check_driver": True,
+        "nvidia_driver_manage": True,
+        "nvidia_driver_os": "Ubuntu",
+        "prerequisites_check_pins": False,
+    }
+    r = t.run("follow", "driver", extra, check=True)
+    assert r.rc == 0, "\n".join(_failures(r)) or _stdout(r)[-3000:]
+    task = "Ensure the driver module follows later kernels of this flavour (prebuilt path)."
+    done = [e["event_data"] for e in r.events if e["event_data"].get("task") == task
+            and e.get("event") in ("runner_on_ok", "runner_on_failed")]  # fmt: skip
+    assert len(done) == 1 and done[0]["res"].get("changed"), done
+    assert not done[0]["res"].get("failed"), done[0]["res"]
+    assert "linux-modules-nvidia-580-server-open-generic" in json.dumps(done[0]["res"])
+    ran = {e["event_data"].get("task") for e in r.events if e.get("event") == "runner_on_ok"}
+    assert "Say that a later kernel would boot without the driver module (prebuilt path)." not in (
+        ran
+    )
+
+
 def test_refuses_a_kernel_outside_the_dkms_range(target: Target) -> None:
     target.fake("uname", FAKE_UNAME.format(kernel="6.17.9-061709-generic"))
     target.fake("mokutil", FAKE_MOKUTIL.format(state="disabled"))
@@ -606,7 +680,76 @@ def test_lists_unresolved_pins_before_anything_changes(target: Target) -> None:
 
 def test_refuses_too_little_disk(target: Target) -> None:
     msg = _refusal(target, "preflight", {"preflight_min_free_disk_gb": 1000000})
-    assert "GiB free on the filesystem of /" in msg and "1000000 GiB are needed" in msg
+    assert "GiB free on the filesystem of / (Docker's data root /var/lib/docker" in msg
+    assert "1000000 GiB are needed: 1000000 GiB kept free + 3 image(s) to pull or build" in msg
+
+
+FAKE_DOCKER_PRESENT = """#!/bin/sh
+case "$1 $2" in
+  "info --format") echo "{root}";;
+  "image inspect") echo "sha256:{id}";;
+  *) exit 1;;
+esac
+"""
+# df(1) that puts one folder on a filesystem of its own with 1 MiB free
+FAKE_DF = """#!/bin/sh
+for last; do :; done
+case "$last" in
+  {root}*) echo "Filesystem 1024-blocks Used Available Capacity Mounted on"
+           echo "/dev/sbans 1048576 1047552 1024 100% {root}";;
+  *) exec /usr/bin/df "$@";;
+esac
+"""
+
+
+def test_disk_check_counts_only_what_is_still_to_come(target: Target) -> None:
+    """Issue #21: the free-disk check ran in full on every run, so the mandatory second run was
+    refused once images and models took the space; Docker's data root was never looked at.
+
+    Sizes are chosen from the container's real free space: a fresh host's images and models do
+    not fit, the headroom alone does."""
+    import yaml
+
+    experiment = yaml.safe_load(
+        (REPO / "bench" / "experiments" / "qwen38-27b-gptq-2x3090.yaml").read_text()
+    )
+    free_kb = int(target.sh("df -P -k / | tail -n 1").stdout.split()[3])
+    extra = {
+        "preflight_min_free_disk_gb": 1,
+        "preflight_image_disk_gb": free_kb // 1048576 // 2 + 1,
+        "preflight_model_disk_gb": 1,
+    }
+    msg = _refusal(target, "preflight", extra)
+    assert "GiB free on the filesystem of / (Docker's data root /var/lib/docker, the models" in msg
+    assert "3 image(s) to pull or build" in msg
+    assert "vllm/vllm-openai:v0.33.0, lmsysorg/sglang:v0.5.19, specbench/sglang:" in msg
+    assert "2 model(s) to download x 1 GiB (btbtyler09/Qwen3.8-27B-GPTQ-4bit, z-lab/" in msg
+
+    # a second run: every image and model on the host, the same disk: only the headroom counts
+    root = "/srv/sbans-docker-root"
+    target.fake("docker", FAKE_DOCKER_PRESENT.format(root=root, id="c" * 64))
+    models = "/opt/specbench/models"
+    for m in experiment["models"].values():
+        folder = f"{models}/{Path(m['path']).name}"
+        target.sh(f"mkdir -p {folder} && echo {m['revision']} > {folder}/.specbench-revision")
+    target.sh(f"mkdir -p {root}")
+    try:
+        r = target.run("disk-present", "preflight", {**_base_vars(target, target.tmp), **extra})
+        assert r.rc == 0, "\n".join(_failures(r))
+        said = [
+            e["event_data"]["res"].get("msg", "")
+            for e in r.events
+            if e.get("event") == "runner_on_ok"
+            and e["event_data"].get("task") == "Say what the disk check counted."
+        ]
+        assert len(said) == 1 and "needs 1 (1 GiB kept free);" in said[0], said
+        # Docker's data root on a filesystem of its own, too small even for the headroom
+        target.fake("df", FAKE_DF.format(root=root))
+        msg = _refusal(target, "preflight", extra)
+        assert f"Only 0.0 GiB free on the filesystem of {root} (Docker's data root {root});" in msg
+        assert "the models folder" not in msg
+    finally:
+        target.sh(f"rm -rf {models} {root}")
 
 
 def test_refuses_fewer_than_two_gpus_on_the_pci_bus(target: Target) -> None:
@@ -752,7 +895,9 @@ def test_benchmark_refuses_while_another_matrix_holds_the_host(target: Target) -
     target.fake("docker", FAKE_DOCKER_INSPECT)
     lock = "/opt/specbench/reports/.matrix.lock"
     target.sh("mkdir -p /opt/specbench/reports")
-    _docker("exec", "-d", target.name, "flock", lock, "sleep", "120")
+    # --close: the lock is flock's own, so killing flock below frees it (without, the sleep
+    # kept it and the next test's matrix was refused)
+    _docker("exec", "-d", target.name, "flock", "--close", lock, "sleep", "120")
     try:
         msg = _refusal_tags(target, "bench", BENCH_SKIP, _bench_vars(target))
     finally:
@@ -764,6 +909,52 @@ def test_benchmark_refuses_while_another_matrix_holds_the_host(target: Target) -
     assert f"({lock} is locked)" in msg
     assert target.sh("test -e /tmp/sbans-matrix-ran").returncode != 0, "the matrix ran"
     assert target.sh("test -e /etc/apt/apt.conf.d/99specbench-hold").returncode != 0
+
+
+FAKE_SPECBENCH_LONG = """#!/bin/sh
+date +%s.%N > /tmp/sbans-matrix-started
+sleep {seconds}
+date +%s.%N > /tmp/sbans-matrix-ended
+"""
+
+
+def test_hold_is_released_on_the_host_when_the_controller_is_lost(target: Target) -> None:
+    """Issue #21: the controller (ansible-playbook and its connections) is killed while it polls
+    the matrix; the matrix runs on, and when it ends the host itself releases the apt and snap
+    holds (before, only the controller released them: they stayed for good)."""
+    hold = "/etc/apt/apt.conf.d/99specbench-hold"
+    target.sh("rm -f /tmp/sbans-matrix-started /tmp/sbans-matrix-ended /tmp/sbans-snap.log")
+    _fake_venv(target, "specbench", FAKE_SPECBENCH_LONG.format(seconds=20))
+    target.fake("snap", FAKE_SNAP)
+    target.fake("docker", FAKE_DOCKER_INSPECT)
+    proc = target.spawn("lost", "bench", _bench_vars(target, benchmark_run_id="lost"), BENCH_SKIP)
+    try:
+        deadline = time.monotonic() + 240
+        while target.sh("test -e /tmp/sbans-matrix-started").returncode != 0:
+            if proc.poll() is not None:
+                out = (target.tmp / "spawn").glob("lost-*/stdout")
+                pytest.fail("the playbook ended before the matrix started:\n"
+                            + "".join(p.read_text()[-3000:] for p in out))  # fmt: skip
+            assert time.monotonic() < deadline, "the matrix never started"
+            time.sleep(0.5)
+        time.sleep(2)  # at least one poll of the running job
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)  # the controller is gone, mid-poll
+        proc.wait(timeout=30)
+    assert target.sh("test -e /tmp/sbans-matrix-ended").returncode != 0, "the matrix ended early"
+    assert target.sh(f"test -e {hold}").returncode == 0, "no hold while the matrix runs"
+    deadline = time.monotonic() + 90
+    while target.sh("test -e /tmp/sbans-matrix-ended").returncode != 0:
+        assert time.monotonic() < deadline, "the matrix did not run on without the controller"
+        time.sleep(1)
+    time.sleep(3)
+    assert target.sh(f"test -e {hold}").returncode != 0, "the apt hold stayed on the host"
+    snap = target.sh("cat /tmp/sbans-snap.log").stdout.splitlines()
+    assert snap == ["refresh --hold=49h", "refresh --unhold"], snap
+    # and the host's lock is free again: the next run (a resume) is not refused
+    lock = "/opt/specbench/reports/.matrix.lock"
+    assert target.sh(f"flock --nonblock {lock} true").returncode == 0
 
 
 def test_benchmark_refuses_a_local_image_whose_id_is_not_the_pin(target: Target) -> None:
@@ -781,6 +972,47 @@ def test_benchmark_refuses_a_local_image_whose_id_is_not_the_pin(target: Target)
     image = experiment["images"]["sglang"]["image"]
     assert f"{image} is {LOCAL_ID}, pinned {pinned}" in msg
     assert target.sh("test -e /tmp/sbans-matrix-ran").returncode != 0, "the matrix ran"
+
+
+FAKE_SPECBENCH_ARGV = """#!/bin/sh
+echo "$@" > /tmp/sbans-matrix-argv
+"""
+
+
+def test_each_host_of_a_fleet_is_checked_against_its_own_built_image_id(
+    target: Target, make_target: Callable[..., Target]
+) -> None:
+    """Issue #21: every host's build of the patched image has its own ID; the experiment pins one
+    (host a's), so host b failed the check. b's own ID (host var built_image_ids) is its pin, and
+    reaches the matrix as --image-id."""
+    import yaml
+
+    b = make_target()
+    b_id = "sha256:" + "d" * 64
+    for t, image_id in ((target, LOCAL_ID), (b, b_id)):
+        t.sh("rm -f /tmp/sbans-matrix-argv")
+        _fake_venv(t, "specbench", FAKE_SPECBENCH_ARGV)
+        t.fake("docker", FAKE_DOCKER_INSPECT.replace(LOCAL_ID, image_id))
+    experiment = yaml.safe_load(
+        (REPO / "bench" / "experiments" / "qwen38-27b-gptq-2x3090.yaml").read_text()
+    )
+    experiment["images"]["sglang"]["digest"] = LOCAL_ID  # resolved on host a
+    hosts = {
+        "a": target.inventory_host(),
+        "b": {**b.inventory_host(), "built_image_ids": {"sglang": b_id}},
+    }
+    extra = _bench_vars(target, experiment=experiment, benchmark_hold_upgrades=False)
+    r = target.run("built-ids", "bench", extra, skip=BENCH_SKIP, hosts=hosts)
+    assert r.rc == 0, "\n".join(_failures(r))
+    assert f"--image-id=sglang={b_id}" in b.sh("cat /tmp/sbans-matrix-argv").stdout
+    assert "--image-id" not in target.sh("cat /tmp/sbans-matrix-argv").stdout
+    # without its own ID, b is held to a's, and refused before the matrix
+    b.sh("rm -f /tmp/sbans-matrix-argv")
+    hosts["b"] = b.inventory_host()
+    r = target.run("built-ids-shared", "bench", extra, skip=BENCH_SKIP, hosts=hosts)
+    failures = _failures(r)
+    assert len(failures) == 1 and f"is {b_id}, pinned {LOCAL_ID}" in failures[0], failures
+    assert b.sh("test -e /tmp/sbans-matrix-argv").returncode != 0, "the matrix ran on b"
 
 
 def test_gpu_roles_run_in_check_mode_on_the_fresh_host(target: Target) -> None:

@@ -43,6 +43,7 @@ def _defaults() -> dict[str, Any]:
         "images": [v for v in exp["images"].values() if "build" not in v],
         "models": list(exp["models"].values()),
         "models_dir": f"{home}/models",
+        "stages": ["provision", "images", "models"],
     }
 
 
@@ -76,3 +77,24 @@ def gpu_host(expect: dict[str, Any]) -> dict[str, Any]:
             f"the verify role against the GPU host, or set {BACKEND_ENV}=real with --hosts"
         )
     return expect
+
+
+def _stage(expect: dict[str, Any], stage: str) -> dict[str, Any]:
+    if stage not in expect.get("stages", [stage]):
+        pytest.skip(
+            f"the {stage} stage was not part of this run (tags: {expect.get('stages')}): "
+            f"`--tags provision` runs before the {stage} exist; --tags verify checks them"
+        )
+    return expect
+
+
+@pytest.fixture(scope="session")
+def images_host(gpu_host: dict[str, Any]) -> dict[str, Any]:
+    """A GPU host whose engine images this run pulled and built."""
+    return _stage(gpu_host, "images")
+
+
+@pytest.fixture(scope="session")
+def models_host(gpu_host: dict[str, Any]) -> dict[str, Any]:
+    """A GPU host whose models this run downloaded."""
+    return _stage(gpu_host, "models")

@@ -97,17 +97,17 @@ def test_nvidia_runtime_registered_with_docker(host: Any, gpu_host: Expect) -> N
 
 
 @pytest.mark.gpu
-def test_gpus_visible_inside_a_container(host: Any, gpu_host: Expect) -> None:
-    image = gpu_host["images"][0]
+def test_gpus_visible_inside_a_container(host: Any, images_host: Expect) -> None:
+    image = images_host["images"][0]
     ref = image["image"] + (f"@{image['digest']}" if image["digest"] != "unresolved" else "")
     out = host.run(f"docker run --rm --gpus all --entrypoint nvidia-smi {ref} -L")
     assert out.rc == 0, out.stderr
-    assert len(re.findall(r"^GPU \d+:", out.stdout, re.M)) == int(gpu_host["gpu_count"])
+    assert len(re.findall(r"^GPU \d+:", out.stdout, re.M)) == int(images_host["gpu_count"])
 
 
 @pytest.mark.gpu
-def test_engine_images_at_pinned_digests(host: Any, gpu_host: Expect) -> None:
-    for image in gpu_host["images"]:
+def test_engine_images_at_pinned_digests(host: Any, images_host: Expect) -> None:
+    for image in images_host["images"]:
         assert image["digest"] != "unresolved", f"{image['image']}: digest not pinned"
         ref = f"{image['image']}@{image['digest']}"
         out = host.run(f"docker image inspect --format '{{{{json .RepoDigests}}}}' {ref}")
@@ -117,9 +117,9 @@ def test_engine_images_at_pinned_digests(host: Any, gpu_host: Expect) -> None:
 
 
 @pytest.mark.gpu
-def test_model_revisions_present(host: Any, gpu_host: Expect) -> None:
-    for model in gpu_host["models"]:
-        folder = f"{gpu_host['models_dir']}/{model['path'].rsplit('/', 1)[-1]}"
+def test_model_revisions_present(host: Any, models_host: Expect) -> None:
+    for model in models_host["models"]:
+        folder = f"{models_host['models_dir']}/{model['path'].rsplit('/', 1)[-1]}"
         marker = host.file(f"{folder}/.specbench-revision")
         assert marker.exists, f"{model['hf_id']}: not downloaded to {folder}"
         assert marker.content_string.strip() == model["revision"]

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from bench.core import RunError
+from bench.core import InputError, RunError
 from bench.engines import get_engine, load_experiment
 from bench.machine import capture_provenance, cpu_only
 from bench.matrix import DockerLauncher
@@ -56,6 +56,28 @@ def test_local_build_runs_by_tag_and_is_checked_by_id() -> None:
     missing = DockerLauncher(client=SimpleNamespace(images=FakeImages({})))
     with pytest.raises(RunError, match="is not on this host"):
         missing.check_image(spec)
+
+
+def test_each_host_runs_its_own_build_of_a_local_image() -> None:
+    """Issue #21: a fleet's second host builds the same inputs to another image ID; its own ID
+    (--image-id, from the host var built_image_ids) replaces the experiment's for that host."""
+    other_id = "sha256:" + "cd" * 32
+    exp, _ = _sglang_spec(PINNED)
+    here = exp.with_local_image_ids({"sglang": other_id})
+    assert exp.images["sglang"].local_image_id == PINNED  # the file's pin is left alone
+    assert here.images["sglang"].local_image_id == other_id
+    assert here.images["vllm"] == exp.images["vllm"]
+    spec = get_engine("sglang").container_spec(
+        here.configuration("sglang-mtp"), here, host_port=1, model_cache="/m", run_id="r"
+    )
+    img = here.images["sglang"].image
+    DockerLauncher(client=SimpleNamespace(images=FakeImages({img: other_id}))).check_image(spec)
+    with pytest.raises(RunError, match="the experiment pins sha256:cdcd"):
+        DockerLauncher(client=SimpleNamespace(images=FakeImages({img: PINNED}))).check_image(spec)
+    with pytest.raises(InputError, match="'vllm' is not a locally built image"):
+        exp.with_local_image_ids({"vllm": other_id})
+    with pytest.raises(InputError, match="must be 'sha256:<64 hex>'"):
+        exp.with_local_image_ids({"sglang": "cdcd"})
 
 
 def test_pulled_images_keep_tag_at_digest() -> None:
@@ -170,3 +192,13 @@ def test_a_stopped_leftover_of_the_same_name_is_replaced(tmp_path: Path) -> None
     server = launcher.start(spec, tmp_path / "server.log")
     assert log == [f"remove {spec.name}-0", f"create {spec.name}", f"start {spec.name}-2"]
     assert server.container.status == "running"
+
+
+def test_image_id_option_is_key_equals_id_once_per_key() -> None:
+    from bench.commands.matrix import _image_ids
+
+    other_id = "sha256:" + "cd" * 32
+    assert _image_ids([f"sglang={other_id}"]) == {"sglang": other_id}
+    for bad in ([other_id], [f"={other_id}"], [f"sglang={other_id}", f"sglang={PINNED}"]):
+        with pytest.raises(InputError, match="want KEY=sha256"):
+            _image_ids(bad)
