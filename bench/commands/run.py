@@ -20,7 +20,14 @@ from bench.core import (
     read_json_model,
 )
 from bench.machine import SamplerStart, open_sampler
-from bench.measure import ProgressBar, RunSpec, find_cached_tokenizer, measure, split_base_url
+from bench.measure import (
+    MAX_PROBES,
+    ProgressBar,
+    RunSpec,
+    find_cached_tokenizer,
+    measure,
+    split_base_url,
+)
 from bench.schema import Hardware, check_payload_file, payload_json_schema, write_payload
 
 
@@ -65,6 +72,14 @@ def run(
     warmup: Annotated[int, typer.Option(help="warmup iterations")] = 2,
     iterations: Annotated[int, typer.Option(help="measured iterations")] = 5,
     temperature: Annotated[float, typer.Option(help="sampling temperature")] = 0.0,
+    logprob_probes: Annotated[
+        int,
+        typer.Option(
+            help="greedy requests re-sent with logprobs after the timed iterations, for the "
+            f"report's lossless check (at most {MAX_PROBES}; 0: none, for an engine that "
+            "cannot serve logprobs)"
+        ),
+    ] = MAX_PROBES,
     tokenizer: Annotated[
         Path | None,
         typer.Option(
@@ -143,6 +158,7 @@ def run(
             command_snippet=command_snippet,
             model_revision=model_revision,
             temperature=temperature,
+            logprob_probes=logprob_probes,
         )
     except ValidationError as err:
         raise describe_validation_error("specbench run", err, OPTION_OF) from None

