@@ -306,7 +306,7 @@ def tensor_parallel_mismatch(tp: TensorParallelEvidence | None) -> ValidityReaso
     return _reason(
         "tensor_parallel_mismatch",
         f"the engine ran with tensor parallel {tp.size}, the experiment asked for {tp.configured}",
-        [tp.line or ""],
+        [tp.line] if tp.line else [],
     )
 
 

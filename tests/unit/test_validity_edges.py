@@ -11,6 +11,7 @@ from bench.measure import GraphCheck, graph_check, judge, scan_log, throttle_war
 from bench.measure._acceptance import build
 from bench.measure._validity import LogFinding, measurement_reasons, rule_reasons, zero_acceptance
 from bench.schema import (
+    CpuKernel,
     GpuWindowStats,
     IterationRecord,
     Payload,
@@ -342,3 +343,18 @@ def test_a_run_at_another_tensor_parallel_size_is_invalid() -> None:
         assert "tensor_parallel_mismatch" not in {r.code for r in same.evidence.validity.reasons}
         assert same.evidence.server_log is not None
         assert same.evidence.server_log.tensor_parallel == tp
+
+
+def test_a_mismatch_without_its_line_carries_no_empty_evidence() -> None:
+    tp = TensorParallelEvidence(size=4, configured=2)
+    out = judge(make_payload(), speculative=True, findings=[], tensor_parallel=tp)
+    [reason] = [r for r in out.evidence.validity.reasons if r.code == "tensor_parallel_mismatch"]
+    assert reason.evidence == []
+
+
+def test_the_cpu_kernel_goes_into_the_server_log_block() -> None:
+    kernel = CpuKernel(library="_C_AVX2", isa="AVX2", cpu_flags=["avx2", "fma"])
+    out = judge(make_payload(), speculative=False, findings=[], cpu_kernel=kernel)
+    assert out.evidence.server_log is not None
+    assert out.evidence.server_log.cpu_kernel == kernel
+    assert out.evidence.server_log.graphs is None and out.evidence.server_log.load_checks == []
