@@ -38,6 +38,7 @@ from bench.engines import get_engine
 from bench.machine import measured_summary, no_telemetry_note
 from bench.measure._acceptance import SGLANG_GAUGES, combine, delta, server_ttft_ms, snapshot
 from bench.measure._client import Connection, RawResponse, chat_body, interpret_chat_stream, request
+from bench.measure._gcpause import gc_paused
 from bench.measure._probes import MAX_PROBES, logprob_probes
 from bench.measure._validity import measurement_reasons, throttle_warnings
 from bench.measure._workload import PromptFactory, load_tokenizer, nonce_stream, prompt_sha256
@@ -256,18 +257,20 @@ async def _one_iteration(
         json.dumps(chat_body(spec.served_model, p, spec.max_tokens, spec.temperature)).encode()
         for p in prompts
     ]
-    # Send all C requests back to back, then wait: the streams start together.
-    for conn, body, err in zip(conns, bodies, opened, strict=True):
-        if isinstance(err, BaseException):
-            conn.raw.error = f"cannot connect: {err or type(err).__name__}"
-            continue
-        conn.send("POST", "/v1/chat/completions", body)
-    raws = await asyncio.gather(
-        *(
-            c.wait(spec.request_timeout_s) if not isinstance(e, BaseException) else _done(c.raw)
-            for c, e in zip(conns, opened, strict=True)
+    # Send all C requests back to back, then wait: the streams start together. No cycle
+    # collection from the first send to the last byte (bench/measure/_gcpause.py).
+    with gc_paused():
+        for conn, body, err in zip(conns, bodies, opened, strict=True):
+            if isinstance(err, BaseException):
+                conn.raw.error = f"cannot connect: {err or type(err).__name__}"
+                continue
+            conn.send("POST", "/v1/chat/completions", body)
+        raws = await asyncio.gather(
+            *(
+                c.wait(spec.request_timeout_s) if not isinstance(e, BaseException) else _done(c.raw)
+                for c, e in zip(conns, opened, strict=True)
+            )
         )
-    )
     for c in conns:
         c.close()
     records = [

@@ -11,6 +11,7 @@ tokenizer (``tests/integration/tokenizer.py``) plus a fixed chat-template overhe
 from __future__ import annotations
 
 import asyncio
+import gc
 import itertools
 import json
 import re
@@ -128,6 +129,7 @@ def make_app(state: State) -> web.Application:
         await resp.prepare(request)
         writes: list[float] = []
         tokens_at: list[int] = []
+        gc_enabled: list[bool] = []
         k = 0
 
         async def send(obj: dict[str, Any] | str, ntok: int = 0) -> None:
@@ -139,6 +141,9 @@ def make_app(state: State) -> web.Application:
                 data += b"\n\n"
             await resp.write(data)
             writes.append(time.perf_counter())
+            # this server runs in the client's process: whether the client left the cycle
+            # collector running while the stream was open
+            gc_enabled.append(gc.isenabled())
             tokens_at.append(ntok)
             k += 1
             if sh.disconnect_at is not None and k > sh.disconnect_at:
@@ -181,7 +186,12 @@ def make_app(state: State) -> web.Application:
         except ConnectionResetError:
             return resp
         finally:
-            state.truth[rid] = {"writes": writes, "tokens": tokens_at, "completion_tokens": n_out}
+            state.truth[rid] = {
+                "writes": writes,
+                "tokens": tokens_at,
+                "completion_tokens": n_out,
+                "gc_enabled": gc_enabled,
+            }
         await resp.write_eof()
         return resp
 

@@ -3,6 +3,7 @@ tests' fake engine), one stream shape per test."""
 
 from __future__ import annotations
 
+import gc
 import json
 import time
 from collections.abc import Iterator
@@ -339,3 +340,22 @@ def test_bad_input_exits_2_with_one_line(
         assert code == 2, (args, stderr)
         assert needle in stderr and stderr.count("\n") == 1
     assert not out.exists()
+
+
+def test_no_cycle_collection_while_streams_are_open(
+    server: ServerThread, hardware: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # A collection mid-stream stalls the reads and merges chunks (bench/measure/_gcpause.py).
+    # The fake engine runs in this process, so each write sees the client's collector state.
+    server.state.shape = Shape(step_s=0.002)
+    out = tmp_path / "p.json"
+    assert gc.isenabled()
+    code, _, stderr = cli(capsys, *run_args(server, hardware, out))
+    assert code == 0, stderr
+    timed = [r["request_id"] for it in load(out)["evidence"]["iterations"] for r in it["requests"]]
+    assert len(timed) == 3  # 1 warmup + 2 measured, c=1
+    for rid in timed:
+        seen = truth(server, rid)["gc_enabled"]
+        assert seen and not any(seen), rid
+    # ... and it runs again between iterations and after the run
+    assert gc.isenabled()

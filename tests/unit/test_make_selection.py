@@ -8,16 +8,22 @@ import subprocess
 import sys
 from pathlib import Path
 
+from _pytest.mark.expression import Expression
+
 REPO = Path(__file__).resolve().parents[2]
 
 
-def make_test_expression() -> str:
+def make_test_phases() -> list[str]:
     makefile = (REPO / "Makefile").read_text(encoding="utf-8")
     recipe = makefile.split("\ntest:", 1)[1].split("\n\n", 1)[0]
     # the recipe runs its phases one after another: together they are what CI runs
     phases = re.findall(r' -m "([^"]+)" tests', recipe)
     assert phases, recipe
-    return " or ".join(f"({p})" for p in phases)
+    return phases
+
+
+def make_test_expression() -> str:
+    return " or ".join(f"({p})" for p in make_test_phases())
 
 
 def collected(expr: str, path: str) -> list[str]:
@@ -43,3 +49,25 @@ def test_make_test_runs_every_tier() -> None:
     expr = make_test_expression()
     for tier in ("unit", "integration", "contract", "e2e", "engine"):
         assert collected(expr, f"tests/{tier}"), tier
+
+
+def selects(expr: str, markers: set[str]) -> bool:
+    return Expression.compile(expr).evaluate(lambda name, **_: name in markers)
+
+
+def test_each_test_runs_in_exactly_one_phase() -> None:
+    # Every combination of a tier with or without `timing`: a GPU host check runs in no phase,
+    # anything else in exactly one, and a `timing` test in the quiet second phase.
+    phases = make_test_phases()
+    assert len(phases) == 2
+    for tier in ("unit", "integration", "e2e", "contract", "engine"):
+        for extra in (set(), {"timing"}, {"gpu"}, {"gpu", "timing"}):
+            markers = {tier, *extra}
+            chosen = [k for k, p in enumerate(phases) if selects(p, markers)]
+            if "gpu" in markers:
+                assert chosen == [], markers
+            elif "timing" in markers or tier == "engine":
+                assert chosen == [1], markers
+            else:
+                assert chosen == [0], markers
+    assert collected("timing", "tests/e2e/test_matrix_docker.py")
