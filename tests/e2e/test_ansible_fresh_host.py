@@ -25,6 +25,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -953,6 +954,102 @@ def test_hold_is_released_on_the_host_when_the_controller_is_lost(target: Target
     snap = target.sh("cat /tmp/sbans-snap.log").stdout.splitlines()
     assert snap == ["refresh --hold=49h", "refresh --unhold"], snap
     # and the host's lock is free again: the next run (a resume) is not refused
+    lock = "/opt/specbench/reports/.matrix.lock"
+    assert target.sh(f"flock --nonblock {lock} true").returncode == 0
+
+
+@contextmanager
+def _unreachable(t: Target) -> Iterator[None]:
+    """The controller cannot reach `t` inside: the container is renamed, so community.docker's
+    connection (`docker exec <name>`) fails as SSH does when the route is gone; Ansible calls the
+    host UNREACHABLE ("Failed to create temporary directory"), and the host and its matrix run on.
+    (`docker pause` gives the same error, but freezes the matrix too.)"""
+    away = t.name + "-away"
+    r = _docker("rename", t.name, away)
+    assert r.returncode == 0, r.stderr
+    try:
+        yield
+    finally:
+        r = _docker("rename", away, t.name)
+        assert r.returncode == 0, r.stderr
+
+
+def _drop_mid_poll(t: Target, run_id: str, lost_after_s: int, drop_s: float) -> tuple[int, str]:
+    """The emulated run (process launcher) with a 30 s fake matrix, polled every second; while
+    it runs, the host is unreachable for `drop_s` seconds or, with drop_s 0, until the playbook
+    ends. Returns the playbook's exit status and output."""
+    t.sh("rm -f /tmp/sbans-matrix-started /tmp/sbans-matrix-ended /tmp/sbans-snap.log")
+    _fake_venv(t, "specbench", FAKE_SPECBENCH_LONG.format(seconds=30))
+    t.fake("snap", FAKE_SNAP)
+    extra = _bench_vars(
+        t, benchmark_run_id=run_id, bench_backend="emulated", bench_launcher="process",
+        benchmark_hold_upgrades=True, benchmark_lost_after_s=lost_after_s,
+    )  # fmt: skip
+    proc = t.spawn(run_id, "bench", extra, BENCH_SKIP)
+    output = t.tmp / "spawn"
+    try:
+        deadline = time.monotonic() + 240
+        while t.sh("test -e /tmp/sbans-matrix-started").returncode != 0:
+            assert proc.poll() is None, "the playbook ended before the matrix started"
+            assert time.monotonic() < deadline, "the matrix never started"
+            time.sleep(0.5)
+        time.sleep(2)  # answered polls first
+        with _unreachable(t):
+            if drop_s:
+                time.sleep(drop_s)
+            else:
+                proc.wait(timeout=120)
+        proc.wait(timeout=120)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=30)
+    out = "".join(p.read_text() for p in output.glob(f"{run_id}-*/stdout"))
+    return proc.returncode, out
+
+
+def _fleet_row(t: Target, run_id: str) -> dict[str, Any]:
+    fleet = json.loads((t.tmp / "reports" / run_id / "fleet.json").read_text())
+    (row,) = fleet["hosts"]
+    return dict(row)
+
+
+def test_matrix_poll_survives_a_dropped_connection(target: Target) -> None:
+    """Issue #21: the host is unreachable for several polls while the matrix runs; the poll
+    resumes when it answers again (before, the first unanswered poll made the host unreachable
+    and the fleet summary called it lost), the host ends ok with its benchmark done, and the
+    hold on upgrades is released."""
+    rc, out = _drop_mid_poll(target, "drop", lost_after_s=60, drop_s=6)
+    assert out.count("UNREACHABLE!") >= 2, out[-4000:]  # the drop hit more than one poll
+    assert rc == 0, out[-4000:]
+    assert target.sh("test -e /tmp/sbans-matrix-ended").returncode == 0, "the poll did not wait"
+    row = _fleet_row(target, "drop")
+    assert row["status"] == "ok" and row["run"] == "drop", row
+    assert "benchmark done" in row["why"], row
+    assert target.sh("test -e /etc/apt/apt.conf.d/99specbench-hold").returncode != 0
+    snap = target.sh("cat /tmp/sbans-snap.log").stdout.splitlines()
+    assert snap == ["refresh --hold=1h", "refresh --unhold"], snap
+
+
+def test_matrix_poll_gives_up_on_a_host_lost_past_the_bound(target: Target) -> None:
+    """Unreachable for longer than benchmark_lost_after_s: the host fails, and FLEET.md says the
+    connection was lost (never ok with 'no benchmark in this run'); the matrix runs on there and
+    the host releases the hold when it ends."""
+    rc, out = _drop_mid_poll(target, "drop-lost", lost_after_s=4, drop_s=0)
+    assert rc != 0, out[-4000:]
+    assert target.sh("test -e /tmp/sbans-matrix-ended").returncode != 0, "gave up after the end"
+    row = _fleet_row(target, "drop-lost")
+    assert row["status"] == "failed", row
+    assert row["task"] == "Stop when the host has not answered for benchmark_lost_after_s.", row
+    assert row["why"].startswith("connection lost: fresh has not answered the matrix's poll"), row
+    assert "(benchmark_lost_after_s=4;" in row["why"], row
+    md = (target.tmp / "reports" / "drop-lost" / "FLEET.md").read_text()
+    assert "| fresh | failed |" in md and "connection lost" in md, md
+    deadline = time.monotonic() + 90
+    while target.sh("test -e /etc/apt/apt.conf.d/99specbench-hold").returncode == 0:
+        assert time.monotonic() < deadline, "the apt hold stayed on the host"
+        time.sleep(1)
+    assert target.sh("test -e /tmp/sbans-matrix-ended").returncode == 0
     lock = "/opt/specbench/reports/.matrix.lock"
     assert target.sh(f"flock --nonblock {lock} true").returncode == 0
 
