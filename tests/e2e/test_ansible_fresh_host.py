@@ -1015,13 +1015,13 @@ def _fleet_row(t: Target, run_id: str) -> dict[str, Any]:
 
 
 def test_matrix_poll_survives_a_dropped_connection(target: Target) -> None:
-    """Issue #21: the host is unreachable for several polls while the matrix runs; the poll
-    resumes when it answers again (before, the first unanswered poll made the host unreachable
-    and the fleet summary called it lost), the host ends ok with its benchmark done, and the
-    hold on upgrades is released."""
+    """Issue #21: the host is unreachable for several polls while the matrix runs; the drop is
+    shown (ansible-core's own poll retried it silently, -vvvv only), the poll resumes when the
+    host answers again, the host ends ok with its benchmark done, and the hold is released."""
     rc, out = _drop_mid_poll(target, "drop", lost_after_s=60, drop_s=6)
-    assert out.count("UNREACHABLE!") >= 2, out[-4000:]  # the drop hit more than one poll
     assert rc == 0, out[-4000:]
+    assert out.count("UNREACHABLE!") == 1, out[-4000:]  # one drop: one unanswered poll shown
+    assert "TASK [benchmark : Wait for the host to answer again (the matrix runs on" in out
     assert target.sh("test -e /tmp/sbans-matrix-ended").returncode == 0, "the poll did not wait"
     row = _fleet_row(target, "drop")
     assert row["status"] == "ok" and row["run"] == "drop", row
@@ -1034,15 +1034,16 @@ def test_matrix_poll_survives_a_dropped_connection(target: Target) -> None:
 def test_matrix_poll_gives_up_on_a_host_lost_past_the_bound(target: Target) -> None:
     """Unreachable for longer than benchmark_lost_after_s: the host fails, and FLEET.md says the
     connection was lost (never ok with 'no benchmark in this run'); the matrix runs on there and
-    the host releases the hold when it ends."""
+    the host releases the hold when it ends. (ansible-core's own poll waited for the host until
+    the async timeout, 30 min here, 48 h on a real run, holding the whole fleet.)"""
     rc, out = _drop_mid_poll(target, "drop-lost", lost_after_s=4, drop_s=0)
     assert rc != 0, out[-4000:]
     assert target.sh("test -e /tmp/sbans-matrix-ended").returncode != 0, "gave up after the end"
     row = _fleet_row(target, "drop-lost")
     assert row["status"] == "failed", row
-    assert row["task"] == "Stop when the host has not answered for benchmark_lost_after_s.", row
-    assert row["why"].startswith("connection lost: fresh has not answered the matrix's poll"), row
-    assert "(benchmark_lost_after_s=4;" in row["why"], row
+    assert row["task"] == "Stop when the host stays unreachable.", row
+    want = "connection lost: fresh did not answer the matrix's poll for benchmark_lost_after_s=4 s"
+    assert row["why"].startswith(want), row
     md = (target.tmp / "reports" / "drop-lost" / "FLEET.md").read_text()
     assert "| fresh | failed |" in md and "connection lost" in md, md
     deadline = time.monotonic() + 90
