@@ -79,6 +79,10 @@ def test_xdist_groups() -> None:
     from tiers import xdist_group
 
     assert xdist_group("tests/e2e/test_ansible_fresh_host.py::test_x[a]") == "fresh-host"
+    fresh = "tests/e2e/test_ansible_fresh_host.py::"
+    assert xdist_group(fresh + "test_matrix_poll_survives_a_dropped_connection") == "fresh-host-2"
+    assert xdist_group(fresh + "test_benchmark_holds_upgrades_x[0]") == "fresh-host-2"
+    assert xdist_group(fresh + "test_driver_stage_on_a_ubuntu_like_archive") == "fresh-host"
     assert xdist_group("tests/e2e/test_ansible_site.py::test_y") == "docker-e2e"
     assert xdist_group("tests/e2e/test_ansible_fleet.py::test_f") == "fleet"
     assert xdist_group("tests/infra/test_host.py::test_z") == "docker-e2e"
