@@ -9,7 +9,13 @@ from __future__ import annotations
 #: (the images it builds, the emulated fleet and site runs). Every other test is spread over
 #: the workers one by one.
 XDIST_GROUPS = {"e2e": "docker-e2e", "infra": "docker-e2e", "engine": "engine"}
-XDIST_FILE_GROUPS = {"test_ansible_fresh_host.py": "fresh-host", "test_ansible_fleet.py": "fleet"}
+XDIST_FILE_GROUPS = {
+    "test_ansible_fresh_host.py": "fresh-host",
+    "test_ansible_fleet.py": "fleet",
+    # its module fixture runs 87 CLI cases as fresh interpreters (~1-2 min of CPU): spread over
+    # the workers one test at a time, each worker ran it again (CI of 2026-12-03: 3 times)
+    "test_cli_errors.py": "cli-errors",
+}
 #: The fresh-host tests grew to ~20 min of one worker, longer than the fleet: these run in a
 #: second group (its own provisioned target, ~3 min more, in another worker). The later stages
 #: (disk, GPUs, models, benchmark and its poll, images, check mode); the rest stay in the first.

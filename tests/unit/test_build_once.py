@@ -88,6 +88,7 @@ def test_xdist_groups() -> None:
     assert xdist_group("tests/infra/test_host.py::test_z") == "docker-e2e"
     assert xdist_group("tests/engine/test_vllm_cpu.py::t") == "engine"
     assert xdist_group("tests/unit/test_stats.py::t") is None
+    assert xdist_group("tests/integration/test_cli_errors.py::test_bad_input[x]") == "cli-errors"
 
 
 def test_xdist_runs_a_group_in_one_worker(tmp_path: Path) -> None:
