@@ -38,7 +38,11 @@ from bench.schema import LOCK_FILE, RunLock, read_payload
 
 PREFIX = "sbfleet-"
 CONFIG = "vllm-dflash"
-SCALES = {"a": 0.25, "b": 0.5, "c": 0.25}
+# B's steps take four times A's. At twice (0.25 against 0.5) one CI run under load 6-8 found B
+# slower at c=2 with p=0.061 (Holm 0.245): a stall of the shared CPUs adds the same seconds to
+# both hosts' streams, so it narrows a 2x gap far more than a 4x one; B keeps its time (the
+# killed-engine test needs its run long enough), A and C got faster.
+SCALES = {"a": 0.125, "b": 0.5, "c": 0.125}
 WHEELS = "/opt/sbfleet-wheels"
 PROVISION_TAGS = "provision,images,models"
 
@@ -187,7 +191,7 @@ def _compare(run_dir: Path, a: str, b: str) -> Any:
 
 
 def test_compare_finds_the_expected_difference(first: tuple[Any, Path]) -> None:
-    """B's steps take twice A's: significantly slower at every level; C is A's twin."""
+    """B's steps take four times A's: significantly slower at every level; C is A's twin."""
     _, run_dir = first
     out = run_dir / "compare"
     r = subprocess.run(
@@ -209,7 +213,7 @@ def test_compare_finds_the_expected_difference(first: tuple[Any, Path]) -> None:
         assert cell.decode_vs_first.significance == "significant", (row.concurrency, cell)
         ratio = cell.run.decode.mean / row.cells[0].run.decode.mean  # type: ignore[union-attr]
         figures.append((row.concurrency, round(ratio, 2)))
-        assert ratio < 0.8, (row.concurrency, ratio)  # half the rate, give or take overheads
+        assert ratio < 0.6, (row.concurrency, ratio)  # a quarter of the rate, give or take overheads
     for row in ac.rows:
         cmp = row.cells[1].decode_vs_first
         assert cmp is not None and cmp.significance == "not_significant", (row.concurrency, cmp)
