@@ -213,7 +213,7 @@ def test_compare_finds_the_expected_difference(first: tuple[Any, Path]) -> None:
         assert cell.decode_vs_first.significance == "significant", (row.concurrency, cell)
         ratio = cell.run.decode.mean / row.cells[0].run.decode.mean  # type: ignore[union-attr]
         figures.append((row.concurrency, round(ratio, 2)))
-        assert ratio < 0.6, (row.concurrency, ratio)  # a quarter of the rate, give or take overheads
+        assert ratio < 0.6, (row.concurrency, ratio)  # a quarter of the rate, give or take
     for row in ac.rows:
         cmp = row.cells[1].decode_vs_first
         assert cmp is not None and cmp.significance == "not_significant", (row.concurrency, cmp)
