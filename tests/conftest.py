@@ -28,9 +28,51 @@ def pytest_itemcollected(item: pytest.Item) -> None:
         item.add_marker(pytest.mark.xdist_group(group))
 
 
+#: (worker, xdist group or tier, start, stop) of every test phase report: the parallel run's
+#: timeline, summed per worker and per group at the end (which worker ended last, and with what).
+_TIMELINE: list[tuple[str, str, float, float]] = []
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    """In the controller of a parallel run, xdist hands each worker's report here with the
+    worker as ``report.node``; in a run without workers every report is the one process's."""
+    node = getattr(report, "node", None)
+    worker = str(getattr(getattr(node, "gateway", None), "id", "main"))
+    if os.environ.get("PYTEST_XDIST_WORKER") or not report.stop:
+        return  # a worker's own reports reach the controller, and are counted there
+    group = xdist_group(report.nodeid) or tier_of(report.nodeid) or "other"
+    _TIMELINE.append((worker, group, report.start, report.stop))
+
+
+def _write_timeline(terminalreporter: Any) -> None:
+    """Per worker: busy seconds, and when its last test ended (seconds from the first test's
+    start); per group or tier: busy seconds and the workers it ran on. The session ends with its
+    last worker: groups there are the ones to split or shorten."""
+    if not _TIMELINE:
+        return
+    t0 = min(start for _, _, start, _ in _TIMELINE)
+    workers: dict[str, list[float]] = {}
+    groups: dict[str, tuple[float, set[str]]] = {}
+    for worker, group, start, stop in _TIMELINE:
+        busy, last = workers.get(worker, [0.0, 0.0])
+        workers[worker] = [busy + stop - start, max(last, stop - t0)]
+        g_busy, g_workers = groups.get(group, (0.0, set()))
+        groups[group] = (g_busy + stop - start, g_workers | {worker})
+    terminalreporter.write_sep("-", "timeline per worker (seconds from the first test)")
+    for worker in sorted(workers):
+        busy, last = workers[worker]
+        line = f"{worker:<8} busy {busy:7.1f} s, last test ended {last:7.1f} s"
+        terminalreporter.write_line(line)
+    terminalreporter.write_sep("-", "busy time per xdist group (or tier, for ungrouped tests)")
+    for group in sorted(groups, key=lambda g: -groups[g][0]):
+        busy, on = groups[group]
+        terminalreporter.write_line(f"{group:<14} {busy:8.1f} s  on {', '.join(sorted(on))}")
+
+
 def pytest_terminal_summary(terminalreporter: Any) -> None:
     """Where the time went, per tier: the sum of its tests' setup, call and teardown times (in
     a parallel run the tiers overlap, so these add up to more than the wall time)."""
+    _write_timeline(terminalreporter)
     totals: dict[str, float] = {}
     counts: dict[str, int] = {}
     for reports in terminalreporter.stats.values():
