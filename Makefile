@@ -62,7 +62,7 @@ demo: setup-runtime
 # load, not on defects. Both phases always run; the exit code is the first failure's.
 # PYTEST_WORKERS=0: no parallel workers.
 PYTEST_WORKERS ?= 3
-PYTEST_PARALLEL := $(if $(filter 0,$(PYTEST_WORKERS)),-p no:xdist,-n $(PYTEST_WORKERS) --dist loadgroup)
+PYTEST_PARALLEL := $(if $(filter 0,$(PYTEST_WORKERS)),-p no:xdist,-n $(PYTEST_WORKERS) --dist loadgroup --no-loadscope-reorder)
 
 test: setup lint
 	@rc=0; \

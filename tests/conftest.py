@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tiers import tier_of, xdist_group
+from tiers import schedule_rank, tier_of, xdist_group
 
 TIERS = {"unit", "integration", "e2e", "contract", "infra", "engine"}
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -26,6 +26,15 @@ def pytest_itemcollected(item: pytest.Item) -> None:
     group = xdist_group(item.nodeid)
     if group is not None:
         item.add_marker(pytest.mark.xdist_group(group))
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """In a parallel run's workers, the groups longest first, then every other test in its
+    collection order (tests/tiers.py, GROUP_ORDER; the Makefile passes --no-loadscope-reorder).
+    Every worker sorts the same collection the same way, as xdist requires."""
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        order = {id(item): k for k, item in enumerate(items)}
+        items.sort(key=lambda item: (schedule_rank(item.nodeid), order[id(item)]))
 
 
 #: (worker, xdist group or tier, start, stop) of every test phase report: the parallel run's

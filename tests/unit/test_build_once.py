@@ -108,3 +108,27 @@ def test_xdist_runs_a_group_in_one_worker(tmp_path: Path) -> None:
     )  # fmt: skip
     workers = {line.split("]")[0] for line in done.stdout.splitlines() if "PASSED" in line}
     assert done.returncode == 0 and len(workers) == 1, done.stdout
+
+
+def test_parallel_run_hands_out_the_longest_groups_first() -> None:
+    """The fleet and the fresh-host groups lead the queue and every singly scheduled test follows
+    them, and the Makefile keeps that order (xdist otherwise sorts the units by test count)."""
+    from tiers import GROUP_ORDER, schedule_rank
+
+    ids = [
+        "tests/unit/test_stats.py::t",
+        "tests/e2e/test_ansible_site.py::test_y",
+        "tests/integration/test_cli_errors.py::test_bad_input[x]",
+        "tests/e2e/test_ansible_fresh_host.py::test_driver_stage_on_a_ubuntu_like_archive",
+        "tests/e2e/test_ansible_fresh_host.py::test_matrix_poll_survives_a_dropped_connection",
+        "tests/e2e/test_ansible_fleet.py::test_f",
+    ]
+    ranked = sorted(ids, key=schedule_rank)
+    assert [n.split("/")[-1].split("::")[0] for n in ranked] == [
+        "test_ansible_fleet.py", "test_ansible_fresh_host.py", "test_ansible_fresh_host.py",
+        "test_ansible_site.py", "test_cli_errors.py", "test_stats.py",
+    ]  # fmt: skip
+    assert ranked[1].endswith("dropped_connection")  # fresh-host-2 before fresh-host
+    assert schedule_rank(ids[0]) == len(GROUP_ORDER)
+    makefile = (Path(__file__).resolve().parents[2] / "Makefile").read_text()
+    assert "--dist loadgroup --no-loadscope-reorder" in makefile
