@@ -37,32 +37,27 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         items.sort(key=lambda item: (schedule_rank(item.nodeid), order[id(item)]))
 
 
-#: (worker, xdist group or tier, start, stop) of every test phase report: the parallel run's
-#: timeline, summed per worker and per group at the end (which worker ended last, and with what).
-_TIMELINE: list[tuple[str, str, float, float]] = []
-
-
-def pytest_runtest_logreport(report: pytest.TestReport) -> None:
-    """In the controller of a parallel run, xdist hands each worker's report here with the
-    worker as ``report.node``; in a run without workers every report is the one process's."""
-    node = getattr(report, "node", None)
-    worker = str(getattr(getattr(node, "gateway", None), "id", "main"))
-    if os.environ.get("PYTEST_XDIST_WORKER") or not report.stop:
-        return  # a worker's own reports reach the controller, and are counted there
-    group = xdist_group(report.nodeid) or tier_of(report.nodeid) or "other"
-    _TIMELINE.append((worker, group, report.start, report.stop))
-
-
-def _write_timeline(terminalreporter: Any) -> None:
+def _write_timeline(terminalreporter: Any, reports: list[Any]) -> None:
     """Per worker: busy seconds, and when its last test ended (seconds from the first test's
     start); per group or tier: busy seconds and the workers it ran on. The session ends with its
-    last worker: groups there are the ones to split or shorten."""
-    if not _TIMELINE:
+    last worker: groups there are the ones to split or shorten. In a parallel run's controller,
+    xdist has set each worker's report's ``node`` to that worker; without workers: ``main``."""
+    spans = [
+        (
+            str(getattr(getattr(getattr(rep, "node", None), "gateway", None), "id", "main")),
+            xdist_group(rep.nodeid) or tier_of(rep.nodeid) or "other",
+            float(rep.start),
+            float(rep.stop),
+        )
+        for rep in reports
+        if getattr(rep, "stop", 0)
+    ]
+    if not spans:
         return
-    t0 = min(start for _, _, start, _ in _TIMELINE)
+    t0 = min(start for _, _, start, _ in spans)
     workers: dict[str, list[float]] = {}
     groups: dict[str, tuple[float, set[str]]] = {}
-    for worker, group, start, stop in _TIMELINE:
+    for worker, group, start, stop in spans:
         busy, last = workers.get(worker, [0.0, 0.0])
         workers[worker] = [busy + stop - start, max(last, stop - t0)]
         g_busy, g_workers = groups.get(group, (0.0, set()))
@@ -81,18 +76,22 @@ def _write_timeline(terminalreporter: Any) -> None:
 def pytest_terminal_summary(terminalreporter: Any) -> None:
     """Where the time went, per tier: the sum of its tests' setup, call and teardown times (in
     a parallel run the tiers overlap, so these add up to more than the wall time)."""
-    _write_timeline(terminalreporter)
+    tested = [
+        rep
+        for reports in terminalreporter.stats.values()
+        for rep in reports
+        if getattr(rep, "nodeid", None)
+        and getattr(rep, "duration", None) is not None
+        and getattr(rep, "when", None) is not None
+    ]
+    _write_timeline(terminalreporter, tested)
     totals: dict[str, float] = {}
     counts: dict[str, int] = {}
-    for reports in terminalreporter.stats.values():
-        for rep in reports:
-            nodeid, duration = getattr(rep, "nodeid", None), getattr(rep, "duration", None)
-            if not nodeid or duration is None or getattr(rep, "when", None) is None:
-                continue
-            tier = tier_of(nodeid) or "other"
-            totals[tier] = totals.get(tier, 0.0) + float(duration)
-            if rep.when == "call":
-                counts[tier] = counts.get(tier, 0) + 1
+    for rep in tested:
+        tier = tier_of(rep.nodeid) or "other"
+        totals[tier] = totals.get(tier, 0.0) + float(rep.duration)
+        if rep.when == "call":
+            counts[tier] = counts.get(tier, 0) + 1
     if totals:
         terminalreporter.write_sep("-", "time per tier (sum of test durations)")
         for tier in sorted(totals, key=lambda t: -totals[t]):
