@@ -30,6 +30,7 @@ COMMAND_MODULES: Final = {
     "roofline": "hardware", "probe": "hardware",
     "preflight": "preflight",
     "tiny-model": "tiny_model",
+    "pins": "pins",
 }  # fmt: skip
 
 

@@ -3,6 +3,7 @@ the emulator). Parsing and printing only; the work is in bench.plan / bench.matr
 
 from __future__ import annotations
 
+import socket
 from pathlib import Path
 from typing import Annotated
 
@@ -11,7 +12,7 @@ from pydantic import ValidationError
 
 from bench.core import EMULATOR_IMAGE, InputError, RunError, describe_validation_error
 from bench.demo import DEMO_TIME_SCALE, demo_banner, run_demo
-from bench.engines import DEFAULT_MODEL_CACHE, load_experiment
+from bench.engines import DEFAULT_MODEL_CACHE, load_experiment, load_pinned_experiment
 from bench.matrix import MatrixOptions, MatrixResult, render_plan, run_matrix
 
 
@@ -53,19 +54,26 @@ def matrix(
     iterations: Annotated[int | None, typer.Option(help="override (labelled deviation)")] = None,
     warmup: Annotated[int | None, typer.Option(help="override (labelled deviation)")] = None,
     progress: Annotated[bool, typer.Option(help="show the progress bar")] = True,
-    image_id: Annotated[
-        list[str] | None,
+    pins_host: Annotated[
+        str | None,
         typer.Option(
-            "--image-id",
-            help="KEY=sha256:... this host's image ID of a local build (over the experiment's)",
+            help="this host's name in the pins lock (a local build's image ID is per host; "
+            "default: the hostname)"
         ),
     ] = None,
+    pins_lock: Annotated[
+        Path | None,
+        typer.Option(help="the pins lock (default: <experiment>.lock.yaml beside it)"),
+    ] = None,
 ) -> None:
-    """Run every configuration: one server per configuration, every concurrency level."""
+    """Run every configuration: one server per configuration, every concurrency level.
+
+    Pins the experiment leaves 'unresolved' are taken from its pins lock (written by the first
+    `make provision`); a real run refuses any still unpinned unless --allow-unpinned."""
 
     if launcher not in ("docker", "process"):
         raise InputError("--launcher", f"must be docker or process, not {launcher!r}")
-    exp = load_experiment(experiment).with_local_image_ids(_image_ids(image_id or []))
+    pinned = load_pinned_experiment(experiment, pins_host or socket.gethostname(), pins_lock)
     try:
         opts = MatrixOptions(
             out=out,
@@ -85,20 +93,10 @@ def matrix(
         )
     except ValidationError as err:
         raise describe_validation_error("specbench matrix", err) from None
-    result = run_matrix(exp, opts, experiment_path=experiment)
+    result = run_matrix(pinned.experiment, opts, experiment_path=experiment, pinned=pinned)
     _print_outcomes(result)
     if result.failed:
         raise RunError(f"{len(result.failed)} configuration(s) failed: see {out}/status.json")
-
-
-def _image_ids(pairs: list[str]) -> dict[str, str]:
-    ids: dict[str, str] = {}
-    for pair in pairs:
-        key, sep, value = pair.partition("=")
-        if not sep or not key or key in ids:
-            raise InputError("--image-id", f"{pair!r}: want KEY=sha256:..., once per key")
-        ids[key] = value
-    return ids
 
 
 def _print_outcomes(result: object) -> None:

@@ -19,7 +19,7 @@ from bench.engines._base import (
     flag_value,
 )
 from bench.engines._cpu_kernel import CPU_KERNEL_REGEX, cpu_kernel_from_log
-from bench.engines._experiment import load_experiment, parse_experiment
+from bench.engines._experiment import load_experiment, load_pinned_experiment, parse_experiment
 from bench.engines._plan import PlanEntry, plan_entries
 from bench.engines._registry import engine_names, get_engine
 
@@ -38,6 +38,7 @@ __all__ = [
     "flag_value",
     "get_engine",
     "load_experiment",
+    "load_pinned_experiment",
     "parse_experiment",
     "plan_entries",
 ]

@@ -12,8 +12,12 @@ from bench.schema import (
     Configuration,
     Deviation,
     Experiment,
+    PinnedExperiment,
+    apply_lock,
+    lock_path_for,
     parse_experiment_document,
     read_experiment_document,
+    read_lock,
 )
 
 
@@ -76,3 +80,14 @@ def load_experiment(path: Path | str) -> Experiment:
     """Read and validate an experiment file (YAML). Exit 2 with the field on any problem."""
     data, source = read_experiment_document(path)
     return parse_experiment(data, source)
+
+
+def load_pinned_experiment(
+    path: Path | str, host: str, lock: Path | str | None = None
+) -> PinnedExperiment:
+    """The experiment with its pins lock (``<experiment>.lock.yaml`` beside it, or ``lock``)
+    applied for ``host``: each pin from the experiment file, else from the lock, else unpinned."""
+    data, source = read_experiment_document(path)
+    exp = parse_experiment(data, source)
+    lock_path = Path(lock) if lock is not None else lock_path_for(source)
+    return apply_lock(exp, read_lock(lock_path, exp.name), host, lock_path)

@@ -287,8 +287,10 @@ class DockerLauncher:
             raise RunError(f"image {spec.image} is not on this host: {scrub(str(err))}") from None
         if found != spec.image_id:
             raise RunError(
-                f"image {spec.image} has ID {found}, the experiment pins {spec.image_id}: "
-                "build it from the pinned inputs (docker/sglang) or resolve the pin again"
+                f"image {spec.image} has ID {found}, pinned {spec.image_id} (the experiment "
+                "or its pins lock): build it from the pinned inputs (docker/sglang), or, if "
+                "this build is the one you mean, `specbench pins forget <experiment> --image "
+                "KEY --host HOST` and run again to pin it"
             )
 
     def _existing(self, name: str) -> Any | None:

@@ -59,6 +59,7 @@ from bench.schema import (
     Experiment,
     Hardware,
     ModelBytes,
+    PinnedExperiment,
     RunLock,
     RunOverrides,
     RunStatus,
@@ -116,7 +117,9 @@ def _run_provenance(
     return rec
 
 
-def _lock(exp: Experiment, opts: MatrixOptions, run_id: str) -> RunLock:
+def _lock(
+    exp: Experiment, opts: MatrixOptions, run_id: str, pinned: PinnedExperiment | None
+) -> RunLock:
     seed = exp.workload.prompt_seed
     return RunLock(
         run_id=run_id,
@@ -128,6 +131,8 @@ def _lock(exp: Experiment, opts: MatrixOptions, run_id: str) -> RunLock:
             warmup=opts.warmup, iterations=opts.iterations, time_scale=opts.time_scale
         ),
         unresolved_pins=exp.unresolved_pins(),
+        pins=pinned.pins if pinned is not None else [],
+        pins_lock=pinned.lock_path if pinned is not None else None,
         experiment=exp,
     )
 
@@ -143,8 +148,12 @@ def run_matrix(
     hardware: Hardware | None = None,
     experiment_path: Path | None = None,
     telemetry: TelemetryFactory | None = None,
+    pinned: PinnedExperiment | None = None,
 ) -> MatrixResult:
     """Run the selected configurations and write the artifacts to ``opts.out``.
+
+    ``pinned``: the experiment with its pins lock applied (``exp`` is its experiment); where each
+    pin came from goes into the run's lock and so into the report.
 
     ``telemetry`` starts the GPU sampler of one configuration; by default NVML on real runs and
     none when emulated (the emulator's payloads must not carry the host GPU's numbers)."""
@@ -152,11 +161,14 @@ def run_matrix(
     if not opts.emulated and not opts.allow_unpinned:
         pins = exp.unresolved_pins()
         if pins:
+            where = f" or its pins lock {pinned.lock_path}" if pinned is not None else ""
             raise InputError(
                 "experiment",
-                "real runs need every image digest and model revision pinned; unresolved: "
+                "real runs need every image digest and model revision pinned; unresolved in "
+                f"the experiment{where}: "
                 + "; ".join(pins)
-                + " (resolve them, or pass --allow-unpinned to run by tag)",
+                + " (the first `make provision` resolves them into the lock; or pass "
+                "--allow-unpinned to run by tag, a run that cannot be published)",
             )
     arts = Artifacts(opts.out)
     ensure_dir(opts.out, "--out")
@@ -174,7 +186,7 @@ def run_matrix(
             )
         lock = old
     else:
-        lock = _lock(exp, opts, run_id)
+        lock = _lock(exp, opts, run_id, pinned)
         arts.write_model(arts.lock, lock)
     run_id = lock.run_id
     if not arts.hardware.exists():

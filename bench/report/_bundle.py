@@ -81,6 +81,14 @@ def publish(artifacts_dir: Path, out_dir: Path, tarball: bool = False) -> Path:
             f"refusing to publish: {n} payload(s) come from a generated toy model (the engine "
             "tier), not a benchmark",
         )
+    if rs.unpinned:
+        raise InputError(
+            str(artifacts_dir),
+            f"refusing to publish: the run went without {len(rs.unpinned)} pin(s) "
+            f"(--allow-unpinned): {'; '.join(rs.unpinned)}. Pin them (the first `make "
+            "provision` resolves them into <experiment>.lock.yaml, or write them into the "
+            "experiment file) and run the matrix again",
+        )
     if not any(r.valid for r in rs.runs):
         raise InputError(str(artifacts_dir), "refusing to publish: no payload is valid")
     bad = [f.path for f in rs.files if "MISMATCH" in f.verdict or "FAILS" in f.verdict]

@@ -20,6 +20,7 @@ from bench.core import InputError, Summary, read_json_model, sha256_file
 from bench.report._machine import (
     cpu_kernel_table,
     hardware_tables,
+    pins_table,
     provenance_tables,
     telemetry_view,
 )
@@ -400,6 +401,7 @@ def load_artifacts(artifacts_dir: Path) -> RunSet:
         *hardware_tables(hw),
         *cpu_kernel_table(by_key),
         *(provenance_tables(prov) if prov else []),
+        *(pins_table(lock) if lock is not None else []),
     ]
     title = (exp.title or exp.name) if exp is not None else f"Speculative decoding on {first.hfId}"
     return RunSet(
@@ -423,6 +425,7 @@ def load_artifacts(artifacts_dir: Path) -> RunSet:
         notes=(),
         emulator_time_scale=_time_scale(lock),
         upstream_suite=read_suite(d / SUITE_RECORD),
+        unpinned=_unpinned(lock),
     )
 
 
@@ -458,6 +461,15 @@ def _read_lock(d: Path) -> RunLock | None:
     from ``specbench run``). A lock that does not validate stops the report (exit 2)."""
     path = d / LOCK_FILE
     return read_json_model(path, RunLock) if path.is_file() else None
+
+
+def _unpinned(lock: RunLock | None) -> tuple[str, ...]:
+    """The pins a real run went without (none for an emulated run: no engine image ran)."""
+    if lock is None or lock.simulated:
+        return ()
+    if lock.pins:
+        return tuple(f"{p.kind} {p.key} ({p.ref}): {p.field}" for p in lock.pins if not p.value)
+    return tuple(lock.unresolved_pins)
 
 
 def _time_scale(lock: RunLock | None) -> float | None:

@@ -3,10 +3,11 @@ tables of facts, with "unknown" where a source did not say (nothing is filled in
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from bench.report._model import Table, TelemetryView
-from bench.schema import Hardware, Payload, TelemetrySummary
+from bench.schema import Hardware, Payload, RunLock, TelemetrySummary
 
 UNKNOWN = "unknown"
 
@@ -170,3 +171,25 @@ def telemetry_view(p: Payload) -> tuple[TelemetryView | None, str | None]:
         ),
         None,
     )
+
+
+def pins_table(lock: RunLock) -> list[Table]:
+    """Every image and model pin of the run, its value and where it came from."""
+    if not lock.pins:
+        return []
+    where = {
+        "experiment": "experiment file",
+        "lock": f"pins lock ({Path(lock.pins_lock).name})" if lock.pins_lock else "pins lock",
+        "unpinned": "UNPINNED (--allow-unpinned)",
+    }
+    note = " (the emulator ran instead of these images and models)" if lock.simulated else ""
+    return [
+        Table(
+            title="Pins: where each came from" + note,
+            header=("What", "Ref", "Pin", "Value", "From"),
+            rows=tuple(
+                (f"{p.kind} {p.key}", p.ref, p.field, p.value or "none", where[p.source])
+                for p in lock.pins
+            ),
+        )
+    ]

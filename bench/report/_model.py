@@ -277,6 +277,11 @@ class RunSet(StrictModel):
     emulator_time_scale: float | None = Field(
         default=None, description="the matrix's --time-scale override of the emulator, if any"
     )
+    unpinned: tuple[str, ...] = Field(
+        default=(),
+        description="pins a real run went without (--allow-unpinned): the report says so and "
+        "publish refuses it",
+    )
 
     @property
     def simulated(self) -> bool:

@@ -381,25 +381,6 @@ class Experiment(StrictModel):
     def names(self) -> list[str]:
         return [c.name for c in self.configurations]
 
-    def with_local_image_ids(self, ids: dict[str, str]) -> Experiment:
-        """This host's image IDs of the local builds (image key -> ID), over the file's.
-
-        A local build's ID differs on every host that builds it, even from the same pinned base
-        and patch (issue #21): in a fleet each host is pinned to its own build (the Ansible host
-        var built_image_ids), and provenance records the ID that ran."""
-        images = dict(self.images)
-        for key, image_id in ids.items():
-            img = images.get(key)
-            if img is None or img.build is None:
-                builds = sorted(k for k, v in self.images.items() if v.build is not None)
-                raise InputError(
-                    "--image-id", f"{key!r} is not a locally built image (builds: {builds})"
-                )
-            if not _DIGEST_RE.fullmatch(image_id):
-                raise InputError("--image-id", f"{key}={image_id!r}: must be 'sha256:<64 hex>'")
-            images[key] = img.model_copy(update={"digest": image_id})
-        return self.model_copy(update={"images": images})
-
     def select(self, only: list[str] | None) -> list[Configuration]:
         """The named configurations; a depth sweep's name selects every point of it."""
         if not only:

@@ -11,6 +11,7 @@ from pydantic import Field
 
 from bench.core import StrictModel
 from bench.schema._experiment import Experiment
+from bench.schema._pins import Pin
 
 LOCK_SCHEMA: Final = "specbench.lock/1"
 STATUS_SCHEMA: Final = "specbench.status/1"
@@ -43,7 +44,15 @@ class RunLock(StrictModel):
     prompt_seed: int = Field(
         ge=0, description="the prompt-nonce seed every configuration of this run used"
     )
-    unresolved_pins: list[str] = Field(default_factory=list)
+    unresolved_pins: list[str] = Field(
+        default_factory=list, description="pins the run went without (--allow-unpinned)"
+    )
+    pins: list[Pin] = Field(
+        default_factory=list,
+        description="every image and model pin as applied, with where it came from (the "
+        "experiment file, its pins lock, or unpinned); empty in runs that predate the lock",
+    )
+    pins_lock: str | None = Field(default=None, description="the pins lock the run read")
     experiment: Experiment
 
 

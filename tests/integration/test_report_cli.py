@@ -70,3 +70,48 @@ def test_publish_and_verify_bundle(tmp_path: Path) -> None:
     assert res.returncode == 1
     assert "decode.svg: SHA256 mismatch" in res.stdout
     assert "extra.txt: present but not listed" in res.stdout
+
+
+def _pinned_lock(specs: list[object], unpinned: bool) -> str:
+    """A real run's lock whose pins came from the pins lock, one left unpinned if asked."""
+    from report_factory import lock_for
+
+    from bench.schema import Pin, RunLock
+
+    lock = RunLock.model_validate_json(lock_for(specs))  # type: ignore[arg-type]
+    digest = "sha256:" + "a" * 64
+    pins = [
+        Pin(kind="image", key="vllm", ref="vllm/vllm-openai:v0.33.0", field="digest",
+            value=digest, source="lock"),
+        Pin(kind="model", key="target", ref="btbtyler09/Qwen3.8-27B-GPTQ-4bit", field="revision",
+            value=None if unpinned else "1" * 40, source="unpinned" if unpinned else "lock"),
+    ]  # fmt: skip
+    return lock.model_copy(
+        update={"simulated": False, "pins": pins, "pins_lock": "/x/seed.lock.yaml",
+                "unresolved_pins": ["models.target.revision (x)"] if unpinned else []}
+    ).model_dump_json(by_alias=True)  # fmt: skip
+
+
+def test_report_names_each_pins_source_and_publish_refuses_an_unpinned_run(
+    tmp_path: Path,
+) -> None:
+    """Issue 29: the report says where each pin came from; an --allow-unpinned run is marked
+    UNPINNED and publish refuses it with the way to pin it."""
+    specs = seed_matrix(simulated=False, sweep=False)
+    art = write_artifacts(tmp_path / "art", specs, lock=_pinned_lock(specs, unpinned=True))
+    res = cli("report", str(art), "--out", str(tmp_path / "out"))
+    assert res.returncode == 0, res.stderr
+    text = (tmp_path / "out" / "REPORT.md").read_text()
+    assert "> **UNPINNED**: this run went without 1 pin(s)" in text
+    assert "model target (btbtyler09/Qwen3.8-27B-GPTQ-4bit): revision" in text
+    assert "| image vllm | vllm/vllm-openai:v0.33.0 | digest |" in text
+    assert "| pins lock (seed.lock.yaml) |" in text and "UNPINNED (--allow-unpinned)" in text
+    res = cli("publish", str(art), "--out", str(tmp_path / "bundle"))
+    assert res.returncode == 2 and "went without 1 pin(s)" in res.stderr
+    assert "lock.yaml" in res.stderr and not (tmp_path / "bundle").exists()
+
+    pinned = write_artifacts(tmp_path / "ok", specs, lock=_pinned_lock(specs, unpinned=False))
+    res = cli("publish", str(pinned), "--out", str(tmp_path / "bundle2"))
+    assert res.returncode == 0, res.stderr
+    text = (tmp_path / "bundle2" / "REPORT.md").read_text()
+    assert "UNPINNED" not in text and "Pins: where each came from" in text

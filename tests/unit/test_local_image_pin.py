@@ -51,33 +51,41 @@ def test_local_build_runs_by_tag_and_is_checked_by_id() -> None:
     other = DockerLauncher(
         client=SimpleNamespace(images=FakeImages({img.image: "sha256:" + "cd" * 32}))
     )
-    with pytest.raises(RunError, match="the experiment pins sha256:abab"):
+    with pytest.raises(RunError, match="pinned sha256:abab"):
         other.check_image(spec)
     missing = DockerLauncher(client=SimpleNamespace(images=FakeImages({})))
     with pytest.raises(RunError, match="is not on this host"):
         missing.check_image(spec)
 
 
-def test_each_host_runs_its_own_build_of_a_local_image() -> None:
-    """Issue #21: a fleet's second host builds the same inputs to another image ID; its own ID
-    (--image-id, from the host var built_image_ids) replaces the experiment's for that host."""
+def test_each_host_runs_its_own_build_of_a_local_image(tmp_path: Path) -> None:
+    """Issue #21/#29: a fleet's second host builds the same inputs to another image ID; the pins
+    lock keeps one ID per host, and each host's matrix is pinned to its own build."""
+    from bench.schema import PinsLock, apply_lock
+
     other_id = "sha256:" + "cd" * 32
-    exp, _ = _sglang_spec(PINNED)
-    here = exp.with_local_image_ids({"sglang": other_id})
-    assert exp.images["sglang"].local_image_id == PINNED  # the file's pin is left alone
+    exp = load_experiment(SEED)
+    img = exp.images["sglang"]
+    lock = PinsLock.model_validate(
+        {"experiment": exp.name,
+         "images": {"sglang": {"image": img.image, "image_ids": {"a": PINNED, "b": other_id}}}}
+    )  # fmt: skip
+    path = tmp_path / "x.lock.yaml"
+    here = apply_lock(exp, lock, "b", path).experiment
+    assert exp.images["sglang"].local_image_id is None  # the file's pin is left alone
     assert here.images["sglang"].local_image_id == other_id
-    assert here.images["vllm"] == exp.images["vllm"]
+    assert apply_lock(exp, lock, "a", path).experiment.images["sglang"].local_image_id == PINNED
     spec = get_engine("sglang").container_spec(
         here.configuration("sglang-mtp"), here, host_port=1, model_cache="/m", run_id="r"
     )
-    img = here.images["sglang"].image
-    DockerLauncher(client=SimpleNamespace(images=FakeImages({img: other_id}))).check_image(spec)
-    with pytest.raises(RunError, match="the experiment pins sha256:cdcd"):
-        DockerLauncher(client=SimpleNamespace(images=FakeImages({img: PINNED}))).check_image(spec)
-    with pytest.raises(InputError, match="'vllm' is not a locally built image"):
-        exp.with_local_image_ids({"vllm": other_id})
-    with pytest.raises(InputError, match="must be 'sha256:<64 hex>'"):
-        exp.with_local_image_ids({"sglang": "cdcd"})
+    DockerLauncher(client=SimpleNamespace(images=FakeImages({img.image: other_id}))).check_image(
+        spec
+    )
+    with pytest.raises(RunError, match="pinned sha256:cdcd") as err:
+        DockerLauncher(client=SimpleNamespace(images=FakeImages({img.image: PINNED}))).check_image(
+            spec
+        )
+    assert "specbench pins forget <experiment> --image KEY --host HOST" in str(err.value)
 
 
 def test_pulled_images_keep_tag_at_digest() -> None:
@@ -194,11 +202,16 @@ def test_a_stopped_leftover_of_the_same_name_is_replaced(tmp_path: Path) -> None
     assert server.container.status == "running"
 
 
-def test_image_id_option_is_key_equals_id_once_per_key() -> None:
-    from bench.commands.matrix import _image_ids
+def test_pins_record_options_are_key_equals_value_once_per_key() -> None:
+    from bench.commands.pins import _pairs
 
     other_id = "sha256:" + "cd" * 32
-    assert _image_ids([f"sglang={other_id}"]) == {"sglang": other_id}
-    for bad in ([other_id], [f"={other_id}"], [f"sglang={other_id}", f"sglang={PINNED}"]):
-        with pytest.raises(InputError, match="want KEY=sha256"):
-            _image_ids(bad)
+    assert _pairs("--image-id", [f"sglang={other_id}"]) == {"sglang": other_id}
+    for bad in (
+        [other_id],
+        [f"={other_id}"],
+        ["sglang="],
+        [f"sglang={other_id}", f"sglang={PINNED}"],
+    ):
+        with pytest.raises(InputError, match="want KEY=VALUE"):
+            _pairs("--image-id", bad)

@@ -1,0 +1,191 @@
+"""CLI commands: ``pins show`` / ``pins record`` / ``pins forget`` over an experiment's pins lock
+(``<experiment>.lock.yaml``, bench.schema pins). The provisioning roles call ``record`` on the
+controller with what each host resolved, and ``show --json`` for the pins a host runs with."""
+
+from __future__ import annotations
+
+import json
+import socket
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+import yaml
+
+from bench.core import InputError, describe_yaml_error
+from bench.engines import parse_experiment
+from bench.schema import (
+    Experiment,
+    PinnedExperiment,
+    Resolved,
+    apply_lock,
+    forget_pins,
+    lock_path_for,
+    locked,
+    read_experiment_document,
+    read_lock,
+    record_pins,
+    write_lock,
+)
+
+pins_app = typer.Typer(
+    help="The experiment's pins lock: what the first run resolved, per image and model.",
+    no_args_is_help=True,
+)
+
+ExperimentArg = Annotated[Path, typer.Argument(help="experiment file (YAML)")]
+LockOpt = Annotated[
+    Path | None, typer.Option("--lock", help="the pins lock (default: <experiment>.lock.yaml)")
+]
+DocumentOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--document",
+        help="'-': read the experiment document (JSON or YAML) from stdin instead of the file "
+        "(the file still names the lock)",
+    ),
+]
+
+
+def _experiment(path: Path, document: str | None) -> tuple[Experiment, str]:
+    if document is None:
+        data, source = read_experiment_document(path)
+    elif document == "-":
+        try:
+            data, source = yaml.safe_load(sys.stdin.read()), f"{path} (stdin)"
+        except yaml.YAMLError as err:
+            raise InputError(
+                "--document", f"not valid JSON/YAML: {describe_yaml_error(err)}"
+            ) from None
+    else:
+        raise InputError("--document", f"only '-' (stdin) is accepted, not {document!r}")
+    return parse_experiment(data, source), str(path)
+
+
+def _lock_path(experiment: Path, lock: Path | None) -> Path:
+    if lock is not None:
+        return lock
+    _, source = read_experiment_document(experiment) if experiment.exists() else (None, "")
+    return lock_path_for(source or experiment)
+
+
+def _pairs(flag: str, values: list[str] | None) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for pair in values or []:
+        key, sep, value = pair.partition("=")
+        if not sep or not key or not value or key in out:
+            raise InputError(flag, f"{pair!r}: want KEY=VALUE, once per key")
+        out[key] = value
+    return out
+
+
+def _render(p: PinnedExperiment) -> str:
+    lines = [f"pins of {p.experiment.name} for host {p.host} (lock: {p.lock_path})"]
+    for pin in p.pins:
+        value = pin.value or "UNPINNED"
+        lines.append(f"  {pin.kind} {pin.key:<14} {pin.field:<12} {value:<72} {pin.source}")
+    if p.unpinned:
+        lines.append(
+            f"{len(p.unpinned)} pin(s) unresolved: the first `make provision` resolves them "
+            "into the lock; a real matrix refuses them without --allow-unpinned"
+        )
+    return "\n".join(lines)
+
+
+@pins_app.command("show")
+def show(
+    experiment: ExperimentArg,
+    host: Annotated[str | None, typer.Option(help="the host (default: this hostname)")] = None,
+    lock: LockOpt = None,
+    document: DocumentOpt = None,
+    as_json: Annotated[bool, typer.Option("--json", help="print JSON")] = False,
+) -> None:
+    """Every image and model pin for one host, and where it comes from."""
+    exp, _ = _experiment(experiment, document)
+    path = _lock_path(experiment, lock)
+    pinned = apply_lock(exp, read_lock(path, exp.name), host or socket.gethostname(), path)
+    if as_json:
+        out = {
+            "lock": str(path),
+            "host": pinned.host,
+            "pins": [p.model_dump(mode="json") for p in pinned.pins],
+            "unpinned": [f"{p.ref} ({p.field})" for p in pinned.unpinned],
+            "images": {
+                k: {"digest": i.digest, "base_digest": i.build.base_digest if i.build else None}
+                for k, i in pinned.experiment.images.items()
+            },
+            "models": {k: m.revision for k, m in pinned.experiment.models.items()},
+        }
+        typer.echo(json.dumps(out, indent=1))
+    else:
+        typer.echo(_render(pinned))
+
+
+@pins_app.command("record")
+def record(
+    experiment: ExperimentArg,
+    host: Annotated[str, typer.Option(help="the host that resolved them")],
+    lock: LockOpt = None,
+    document: DocumentOpt = None,
+    image_digest: Annotated[
+        list[str] | None, typer.Option(help="KEY=sha256:... registry digest of a pulled image")
+    ] = None,
+    base_digest: Annotated[
+        list[str] | None, typer.Option(help="KEY=sha256:... registry digest of a build's base")
+    ] = None,
+    image_id: Annotated[
+        list[str] | None, typer.Option(help="KEY=sha256:... this host's build's image ID")
+    ] = None,
+    model_revision: Annotated[
+        list[str] | None, typer.Option(help="KEY=<40 hex> the commit a model resolved to")
+    ] = None,
+    resolved_from: Annotated[str, typer.Option(help="the branch models resolved from")] = "main",
+) -> None:
+    """Add what a host resolved to the lock; refuse a value that differs from a pin (exit 2,
+    with the fix). Prints {"changed": ..., "lock": ...}."""
+    exp, _ = _experiment(experiment, document)
+    path = _lock_path(experiment, lock)
+    found = Resolved(
+        image_digests=_pairs("--image-digest", image_digest),
+        base_digests=_pairs("--base-digest", base_digest),
+        image_ids=_pairs("--image-id", image_id),
+        model_revisions=_pairs("--model-revision", model_revision),
+        resolved_from=resolved_from,
+    )
+    with locked(path):
+        old = read_lock(path, exp.name)
+        new = record_pins(exp, old, host, found, path)
+        changed = new != old
+        if changed:
+            write_lock(path, new)
+    typer.echo(json.dumps({"changed": changed, "lock": str(path)}))
+
+
+@pins_app.command("forget")
+def forget(
+    experiment: ExperimentArg,
+    image: Annotated[list[str] | None, typer.Option(help="an image key to resolve anew")] = None,
+    model: Annotated[list[str] | None, typer.Option(help="a model key to resolve anew")] = None,
+    host: Annotated[
+        str | None, typer.Option(help="only this host's image ID of the named builds")
+    ] = None,
+    lock: LockOpt = None,
+) -> None:
+    """Drop entries from the lock, so that the next run resolves them anew (moving a pin on
+    purpose)."""
+    if not image and not model:
+        raise InputError("--image/--model", "name at least one entry to forget")
+    exp, _ = _experiment(experiment, None)
+    path = _lock_path(experiment, lock)
+    with locked(path):
+        new, gone = forget_pins(read_lock(path, exp.name), image or [], model or [], host)
+        write_lock(path, new)
+    for line in gone:
+        typer.echo(f"forgot {line} in {path}")
+    typer.echo("the next run resolves them anew and records them here")
+
+
+def register(app: typer.Typer) -> None:
+    """Add this module's commands to the app."""
+    app.add_typer(pins_app, name="pins")

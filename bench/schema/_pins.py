@@ -1,0 +1,395 @@
+"""The pins lock: ``<experiment>.lock.yaml`` next to an experiment file, written by the first run.
+
+An experiment file may leave a pin ``unresolved`` (an image digest, a local build's base digest
+or image ID, a model revision): it could not be looked up where the file was written. The first
+run on a host resolves it (pulls by tag and reads the registry digest, builds and reads the
+image ID, asks the hub which commit ``main`` is) and records it here, the way a package manager
+writes its lock on first install. Later runs are pinned to the lock and refuse a mismatch.
+
+One source of truth per pin: a value written in the experiment file wins and is never copied
+here; the lock holds only what the experiment leaves ``unresolved``. A lock entry that disagrees
+with a value the experiment now fixes, or that was resolved for another tag or repository, is
+refused with the entry to delete. A local build's image ID is per host (every host's build gets
+its own ID); everything else is one value for the whole fleet.
+
+To move a pin on purpose: ``specbench pins forget EXPERIMENT --image KEY`` (or ``--model KEY``)
+and run again, which resolves it anew; or write the value into the experiment file and forget
+the lock's entry.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import re
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Final, Literal
+
+import yaml
+from pydantic import Field, ValidationError, field_validator
+
+from bench.core import InputError, StrictModel, describe_validation_error, write_text
+from bench.schema._experiment import UNRESOLVED, Experiment
+
+PINS_SCHEMA: Final = "specbench.pins/1"
+
+#: Where a pin of a run came from: the committed experiment file, the lock written by a run,
+#: or nowhere (run by tag with ``--allow-unpinned``).
+PinSource = Literal["experiment", "lock", "unpinned"]
+
+_DIGEST = re.compile(r"^sha256:[0-9a-f]{64}$")
+_REVISION = re.compile(r"^[0-9a-f]{40}$")
+
+
+def _digest(v: str | None) -> str | None:
+    if v is not None and not _DIGEST.fullmatch(v):
+        raise ValueError("must be 'sha256:<64 hex>'")
+    return v
+
+
+class ImageLock(StrictModel):
+    """What a run resolved for one image of the experiment."""
+
+    image: str = Field(description="the repository:tag it was resolved for")
+    digest: str | None = Field(default=None, description="registry digest of a pulled image")
+    base_digest: str | None = Field(default=None, description="registry digest of a build's base")
+    image_ids: dict[str, str] = Field(
+        default_factory=dict, description="host -> image ID of that host's local build"
+    )
+
+    @field_validator("digest", "base_digest")
+    @classmethod
+    def _digests(cls, v: str | None) -> str | None:
+        return _digest(v)
+
+    @field_validator("image_ids")
+    @classmethod
+    def _ids(cls, v: dict[str, str]) -> dict[str, str]:
+        for host, image_id in v.items():
+            if not _DIGEST.fullmatch(image_id):
+                raise ValueError(f"{host}: must be 'sha256:<64 hex>'")
+        return v
+
+
+class ModelLock(StrictModel):
+    """What a run resolved for one model: the commit its branch pointed at."""
+
+    hf_id: str
+    revision: str
+    resolved_from: str = Field(default="main", description="the branch or tag it was resolved from")
+
+    @field_validator("revision")
+    @classmethod
+    def _rev(cls, v: str) -> str:
+        if not _REVISION.fullmatch(v):
+            raise ValueError("must be a 40-hex commit")
+        return v
+
+
+class PinsLock(StrictModel):
+    """The whole lock file of one experiment."""
+
+    schema_: Literal["specbench.pins/1"] = Field(default=PINS_SCHEMA, alias="schema")
+    experiment: str = Field(description="the experiment's name")
+    images: dict[str, ImageLock] = Field(default_factory=dict)
+    models: dict[str, ModelLock] = Field(default_factory=dict)
+
+
+class Pin(StrictModel):
+    """One pin of a run as it was applied: what, its value, where the value came from."""
+
+    kind: Literal["image", "model"]
+    key: str = Field(description="the key in the experiment's images or models")
+    ref: str = Field(description="repository:tag, or the Hugging Face id")
+    field: Literal["digest", "image ID", "base digest", "revision"]
+    value: str | None = Field(description="None: unpinned")
+    source: PinSource
+
+
+class PinnedExperiment(StrictModel):
+    """An experiment with its lock applied for one host, and where each pin came from."""
+
+    experiment: Experiment
+    pins: list[Pin]
+    lock_path: str
+    host: str
+
+    @property
+    def unpinned(self) -> list[Pin]:
+        return [p for p in self.pins if p.source == "unpinned"]
+
+
+# -- the file --------------------------------------------------------------------------------
+
+
+def lock_path_for(experiment_path: Path | str) -> Path:
+    """``bench/experiments/x.yaml`` -> ``bench/experiments/x.lock.yaml``."""
+    p = Path(experiment_path)
+    stem = p.name.removesuffix(".yaml").removesuffix(".yml")
+    return p.with_name(f"{stem}.lock.yaml")
+
+
+_HEADER = """\
+# specbench pins lock of the experiment {name} ({schema}), written by the runs that resolved
+# its 'unresolved' pins. Commit it next to the experiment: later runs are pinned to it and refuse
+# a mismatch. To move a pin on purpose: `specbench pins forget <experiment> --image KEY` (or
+# --model KEY) and run again. A value written in the experiment file wins and is not kept here.
+"""
+
+
+def read_lock(path: Path, experiment: str) -> PinsLock:
+    """The lock at ``path`` (an empty one when the file does not exist). Exit 2 on a bad file."""
+    if not path.exists():
+        return PinsLock(experiment=experiment)
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError) as err:
+        raise InputError(str(path), f"cannot read the pins lock: {err}") from None
+    try:
+        lock = PinsLock.model_validate(data or {"experiment": experiment})
+    except ValidationError as err:
+        raise describe_validation_error(str(path), err) from None
+    if lock.experiment != experiment:
+        raise InputError(
+            f"{path}: experiment",
+            f"the lock is for {lock.experiment!r}, not {experiment!r}: one lock per experiment",
+        )
+    return lock
+
+
+def write_lock(path: Path, lock: PinsLock) -> None:
+    body = yaml.safe_dump(lock.model_dump(mode="json", by_alias=True), sort_keys=False)
+    write_text(path, _HEADER.format(name=lock.experiment, schema=PINS_SCHEMA) + body)
+
+
+@contextmanager
+def locked(path: Path) -> Iterator[None]:
+    """Hold an exclusive lock beside ``path`` while it is read, changed and written: the hosts
+    of a fleet record their pins into one file at the same time."""
+    guard = path.with_name(f".{path.name}.flock")
+    guard.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(guard, os.O_CREAT | os.O_RDWR, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
+
+
+# -- applying it -----------------------------------------------------------------------------
+
+
+def _conflict(path: Path, where: str, fixed: str, locked_value: str, entry: str) -> InputError:
+    return InputError(
+        f"{path}: {where}",
+        f"the experiment pins {fixed}, the lock says {locked_value}: one source per pin. Run "
+        f"`specbench pins forget <experiment> {entry}` (or delete that entry) to keep the "
+        "experiment's value",
+    )
+
+
+def _pick(
+    path: Path, where: str, fixed: str, locked_value: str | None, entry: str
+) -> tuple[str | None, PinSource]:
+    if fixed != UNRESOLVED:
+        if locked_value is not None and locked_value != fixed:
+            raise _conflict(path, where, fixed, locked_value, entry)
+        return fixed, "experiment"
+    if locked_value is not None:
+        return locked_value, "lock"
+    return None, "unpinned"
+
+
+def apply_lock(exp: Experiment, lock: PinsLock, host: str, path: Path) -> PinnedExperiment:
+    """The experiment with the lock's values in place of its 'unresolved' pins, for ``host``.
+
+    A lock entry resolved for another tag (or Hugging Face id) than the experiment now names is
+    stale: refused, with the entry to forget."""
+    images = dict(exp.images)
+    models = dict(exp.models)
+    pins: list[Pin] = []
+    for key, img in exp.images.items():
+        entry = lock.images.get(key)
+        flag = f"--image {key}"
+        if entry is not None and entry.image != img.image:
+            raise InputError(
+                f"{path}: images.{key}.image",
+                f"resolved for {entry.image}, the experiment now names {img.image}: run "
+                f"`specbench pins forget <experiment> {flag}` and run again to resolve it",
+            )
+        update: dict[str, object] = {}
+        if img.build is None:
+            value, src = _pick(
+                path, f"images.{key}.digest", img.digest, entry.digest if entry else None, flag
+            )
+            pins.append(Pin(kind="image", key=key, ref=img.image, field="digest", value=value,
+                            source=src))  # fmt: skip
+            update["digest"] = value or UNRESOLVED
+        else:
+            locked_id = entry.image_ids.get(host) if entry else None
+            where = f"images.{key}.image_ids.{host}"
+            value, src = _pick(path, where, img.digest, locked_id, f"{flag} --host {host}")
+            pins.append(Pin(kind="image", key=key, ref=img.image, field="image ID", value=value,
+                            source=src))  # fmt: skip
+            update["digest"] = value or UNRESOLVED
+            base, bsrc = _pick(
+                path, f"images.{key}.base_digest", img.build.base_digest,
+                entry.base_digest if entry else None, flag,
+            )  # fmt: skip
+            pins.append(Pin(kind="image", key=key, ref=img.build.base_image, field="base digest",
+                            value=base, source=bsrc))  # fmt: skip
+            update["build"] = img.build.model_copy(update={"base_digest": base or UNRESOLVED})
+        images[key] = img.model_copy(update=update)
+    for key, m in exp.models.items():
+        mentry = lock.models.get(key)
+        flag = f"--model {key}"
+        if mentry is not None and mentry.hf_id != m.hf_id:
+            raise InputError(
+                f"{path}: models.{key}.hf_id",
+                f"resolved for {mentry.hf_id}, the experiment now names {m.hf_id}: run "
+                f"`specbench pins forget <experiment> {flag}` and run again to resolve it",
+            )
+        rev, src = _pick(
+            path, f"models.{key}.revision", m.revision, mentry.revision if mentry else None, flag
+        )
+        pins.append(Pin(kind="model", key=key, ref=m.hf_id, field="revision", value=rev,
+                        source=src))  # fmt: skip
+        models[key] = m.model_copy(update={"revision": rev or UNRESOLVED})
+    pinned = exp.model_copy(update={"images": images, "models": models})
+    return PinnedExperiment(experiment=pinned, pins=pins, lock_path=str(path), host=host)
+
+
+# -- recording and forgetting ----------------------------------------------------------------
+
+
+class Resolved(StrictModel):
+    """What one host resolved in one run (the input of ``specbench pins record``)."""
+
+    image_digests: dict[str, str] = Field(default_factory=dict)
+    base_digests: dict[str, str] = Field(default_factory=dict)
+    image_ids: dict[str, str] = Field(default_factory=dict)
+    model_revisions: dict[str, str] = Field(default_factory=dict)
+    resolved_from: str = "main"
+
+
+def record_pins(
+    exp: Experiment, lock: PinsLock, host: str, found: Resolved, path: Path
+) -> PinsLock:
+    """The lock with what ``host`` resolved added. A value for a pin the experiment fixes is
+    checked against it; a value the lock already holds must be the same (a registry tag or a
+    branch that moved since, or a rebuilt image, is refused with the fix)."""
+    images = {k: v.model_copy() for k, v in lock.images.items()}
+    models = dict(lock.models)
+
+    def image_entry(key: str, field: str) -> ImageLock:
+        img = exp.images.get(key)
+        if img is None:
+            raise InputError(field, f"{key!r} is not an image of {exp.name} ({sorted(exp.images)})")
+        entry = images.get(key) or ImageLock(image=img.image)
+        if entry.image != img.image:
+            raise InputError(
+                f"{path}: images.{key}.image",
+                f"resolved for {entry.image}, the experiment now names {img.image}: run "
+                f"`specbench pins forget <experiment> --image {key}` first",
+            )
+        return entry
+
+    def check(where: str, fixed: str, old: str | None, new: str, fix: str) -> bool:
+        """True when ``new`` is to be written; raises on a mismatch."""
+        if not (_DIGEST.fullmatch(new) or _REVISION.fullmatch(new)):
+            raise InputError(where, f"{new!r} is not a digest, image ID or commit")
+        if fixed != UNRESOLVED:
+            if new != fixed:
+                raise InputError(where, f"found {new}, the experiment pins {fixed}. {fix}")
+            return False
+        if old is not None and old != new:
+            raise InputError(where, f"found {new}, the lock pins {old}. {fix}")
+        return old is None
+
+    for key, dig in found.image_digests.items():
+        entry = image_entry(key, "--image-digest")
+        img = exp.images[key]
+        if img.build is not None:
+            raise InputError("--image-digest", f"{key} is a local build: give its --image-id")
+        fix = (
+            f"The registry's {img.image} has moved. To take the new one on purpose: "
+            f"`specbench pins forget <experiment> --image {key}` and run again"
+        )
+        if check(f"images.{key}.digest", img.digest, entry.digest, dig, fix):
+            images[key] = entry.model_copy(update={"digest": dig})
+    for key, dig in found.base_digests.items():
+        entry = image_entry(key, "--base-digest")
+        build = exp.images[key].build
+        if build is None:
+            raise InputError("--base-digest", f"{key} is not a local build")
+        fix = (
+            f"The registry's {build.base_image} has moved. To build on the new one on purpose: "
+            f"`specbench pins forget <experiment> --image {key}` and run again"
+        )
+        if check(f"images.{key}.base_digest", build.base_digest, entry.base_digest, dig, fix):
+            images[key] = entry.model_copy(update={"base_digest": dig})
+    for key, image_id in found.image_ids.items():
+        entry = image_entry(key, "--image-id")
+        img = exp.images[key]
+        if img.build is None:
+            raise InputError("--image-id", f"{key} is pulled, not built: give its --image-digest")
+        fix = (
+            f"{host}'s build of {img.image} is not the one pinned (same tag: same patch, so "
+            "another base or Docker). If this build is the one you mean: `specbench pins "
+            f"forget <experiment> --image {key} --host {host}` and run again"
+        )
+        old = entry.image_ids.get(host)
+        if check(f"images.{key}.image_ids.{host}", img.digest, old, image_id, fix):
+            images[key] = entry.model_copy(
+                update={"image_ids": {**entry.image_ids, host: image_id}}
+            )
+    for key, rev in found.model_revisions.items():
+        m = exp.models.get(key)
+        if m is None:
+            raise InputError("--model-revision", f"{key!r} is not a model of {exp.name}")
+        mentry = models.get(key)
+        if mentry is not None and mentry.hf_id != m.hf_id:
+            raise InputError(
+                f"{path}: models.{key}.hf_id",
+                f"resolved for {mentry.hf_id}, the experiment now names {m.hf_id}: run "
+                f"`specbench pins forget <experiment> --model {key}` first",
+            )
+        fix = (
+            f"{m.hf_id}@{found.resolved_from} has moved. To take the new commit on purpose: "
+            f"`specbench pins forget <experiment> --model {key}` and run again"
+        )
+        old_rev = mentry.revision if mentry else None
+        if check(f"models.{key}.revision", m.revision, old_rev, rev, fix):
+            models[key] = ModelLock(hf_id=m.hf_id, revision=rev, resolved_from=found.resolved_from)
+    return lock.model_copy(update={"images": images, "models": models})
+
+
+def forget_pins(
+    lock: PinsLock, images: list[str], models: list[str], host: str | None
+) -> tuple[PinsLock, list[str]]:
+    """The lock without the named entries (with ``host``: only that host's image IDs of the
+    named builds); and what was removed, as lines."""
+    out_images = dict(lock.images)
+    out_models = dict(lock.models)
+    gone: list[str] = []
+    for key in images:
+        entry = out_images.get(key)
+        if entry is None:
+            raise InputError("--image", f"the lock has no entry {key!r} ({sorted(lock.images)})")
+        if host is None:
+            del out_images[key]
+            gone.append(f"images.{key}")
+            continue
+        if host not in entry.image_ids:
+            raise InputError("--host", f"images.{key} has no image ID for {host!r}")
+        ids = {h: i for h, i in entry.image_ids.items() if h != host}
+        out_images[key] = entry.model_copy(update={"image_ids": ids})
+        gone.append(f"images.{key}.image_ids.{host}")
+    for key in models:
+        if key not in out_models:
+            raise InputError("--model", f"the lock has no entry {key!r} ({sorted(lock.models)})")
+        del out_models[key]
+        gone.append(f"models.{key}")
+    return lock.model_copy(update={"images": out_images, "models": out_models}), gone
