@@ -1,12 +1,21 @@
 """CLI command: tiny-model (a random Qwen3 target, a partial draft and the seed methods' chain
-models for engine tests)."""
+models for engine tests; on request the MTP chain target GPTQ-packed)."""
 
 from __future__ import annotations
 
+from enum import StrEnum
 from pathlib import Path
 from typing import Annotated
 
 import typer
+
+
+class Quantization(StrEnum):
+    """What ``--quantization`` adds to the models written."""
+
+    NONE = "none"
+    #: mtp-gptq/: the MTP chain target, GPTQ 4-bit (AutoGPTQ/GPTQModel format), MTP head BF16
+    GPTQ_4BIT = "gptq-4bit"
 
 
 def register(app: typer.Typer) -> None:
@@ -16,13 +25,37 @@ def register(app: typer.Typer) -> None:
     def tiny_model(
         out: Annotated[
             Path,
-            typer.Argument(help="folder to write target/, draft/, chain/, dflash/ and mtp/ into"),
+            typer.Argument(
+                help="folder to write target/, draft/, chain/, dflash/ and mtp/ into "
+                "(and mtp-gptq/ with --quantization gptq-4bit)"
+            ),
         ],
         seed: Annotated[int, typer.Option("--seed", min=0, help="random seed")] = 0,
         draft_noise: Annotated[
             float | None,
             typer.Option("--draft-noise", min=0.0, help="std of the noise added to the draft"),
         ] = None,
+        quantization: Annotated[
+            Quantization,
+            typer.Option(
+                "--quantization",
+                help="gptq-4bit: also write mtp-gptq/, the MTP chain target with every linear "
+                "layer of its decoder blocks GPTQ-packed (4 bits, symmetric, desc_act false) "
+                "and its mtp.* head BF16, same answers as mtp/",
+            ),
+        ] = Quantization.NONE,
+        group_size: Annotated[
+            int,
+            typer.Option("--gptq-group-size", min=1, help="GPTQ group size (the seed's: 32)"),
+        ] = 32,
+        gptq_experts: Annotated[
+            bool,
+            typer.Option(
+                "--gptq-experts",
+                help="pack the routed MoE experts too (kept BF16 by default: vLLM's CPU build "
+                "has no GPTQ MoE kernel without AMX, docs/gptq-cpu.md)",
+            ),
+        ] = False,
         as_json: Annotated[
             bool, typer.Option("--json", help="print what was made as JSON")
         ] = False,
@@ -31,15 +64,24 @@ def register(app: typer.Typer) -> None:
         draft of the same vocabulary that agrees with it only partly, and models for the seed's
         methods whose acceptance is known in advance: chain/ (Qwen3, next token fixed by the
         current one), dflash/ (a DFlash draft for it: acceptance 1/k) and mtp/ (Qwen3-Next with
-        one MTP layer: acceptance 1.0). Nothing is downloaded."""
-        from bench.tinymodel import TinyModelSpec, make_tiny_models
+        one MTP layer: acceptance 1.0); with --quantization gptq-4bit also mtp-gptq/ (mtp/ as a
+        GPTQ 4-bit checkpoint with a BF16 MTP head, the seed checkpoint's shape). Nothing is
+        downloaded."""
+        from bench.tinymodel import GptqOptions, TinyModelSpec, make_tiny_models
 
         spec = TinyModelSpec() if draft_noise is None else TinyModelSpec(draft_noise=draft_noise)
-        made = make_tiny_models(out, seed=seed, spec=spec)
+        gptq = (
+            GptqOptions(group_size=group_size, quantize_experts=gptq_experts)
+            if quantization is Quantization.GPTQ_4BIT
+            else None
+        )
+        made = make_tiny_models(out, seed=seed, spec=spec, gptq=gptq)
         if as_json:
             typer.echo(made.model_dump_json(indent=2))
             return
-        for model in (made.target, made.draft, made.chain, made.dflash, made.mtp):
+        for model in (made.target, made.draft, made.chain, made.dflash, made.mtp, made.mtp_gptq):
+            if model is None:
+                continue
             typer.echo(
                 f"{model.path}  {model.parameters} parameters, {model.size_bytes} bytes, "
                 f"weights sha256 {model.sha256['model.safetensors'][:12]}"

@@ -8,6 +8,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+import numpy.typing as npt
+
 from bench.core import InputError
 from bench.tinymodel._chain import (
     F32,
@@ -18,8 +20,9 @@ from bench.tinymodel._chain import (
     check_chain,
 )
 from bench.tinymodel._dflash import copy_logits, dflash_config, dflash_weights
+from bench.tinymodel._gptq import GptqOptions, gptq_mtp_weights, gptq_quantization_config
 from bench.tinymodel._qwen3next import qwen3_next_config, qwen3_next_weights
-from bench.tinymodel._safetensors import write_bf16_safetensors
+from bench.tinymodel._safetensors import write_safetensors
 from bench.tinymodel._spec import TinyModel, TinyModels, TinyModelSpec
 from bench.tinymodel._tokenizer import (
     END_OF_TEXT,
@@ -47,16 +50,27 @@ def _json_text(data: dict[str, Any]) -> str:
 
 
 def _write_model(
-    folder: Path, weights: Weights, texts: dict[str, str], role: str, spec: TinyModelSpec
+    folder: Path,
+    weights: Weights,
+    texts: dict[str, str],
+    role: str,
+    spec: TinyModelSpec,
+    *,
+    tensors: dict[str, npt.NDArray[Any]] | None = None,
+    extra: dict[str, Any] | None = None,
 ) -> TinyModel:
+    """Write one model folder: ``weights`` as bf16, or ``tensors`` (mixed dtypes: a quantized
+    checkpoint) when given, ``weights`` then being the dense weights they encode (counted as
+    its parameters). ``extra`` joins specbench-tiny-model.json."""
     folder.mkdir(parents=True, exist_ok=True)
     files = dict(texts)
     files["specbench-tiny-model.json"] = _json_text(
         {"role": role, "generator": "specbench tiny-model", "spec": spec.model_dump()}
+        | (extra or {})
     )
     for name, text in files.items():
         (folder / name).write_text(text, encoding="utf-8")
-    write_bf16_safetensors(folder / WEIGHTS_FILE, weights)
+    write_safetensors(folder / WEIGHTS_FILE, weights if tensors is None else tensors)
     digests = {
         name: hashlib.sha256((folder / name).read_bytes()).hexdigest()
         for name in sorted([*files, WEIGHTS_FILE])
@@ -69,15 +83,45 @@ def _write_model(
     )
 
 
+def _write_gptq_mtp(
+    folder: Path,
+    spec: TinyModelSpec,
+    options: GptqOptions,
+    chain: tuple[int, F32, F32],
+    texts: dict[str, str],
+    ids: tuple[int, int],
+) -> TinyModel:
+    """The MTP chain target GPTQ-packed (bench/tinymodel/_gptq.py), its MTP head BF16."""
+    vocab_size, embedding, head = chain
+    made = gptq_mtp_weights(spec, vocab_size, embedding, head, options)
+    config = qwen3_next_config(spec, vocab_size, *ids)
+    config["quantization_config"] = gptq_quantization_config(options, made.modules)
+    return _write_model(
+        folder,
+        made.dense,
+        texts | {"config.json": _json_text(config)},
+        "mtp chain target, gptq 4-bit, bf16 mtp head",
+        spec,
+        tensors=made.tensors,
+        extra={"gptq": options.model_dump()},
+    )
+
+
 def make_tiny_models(
-    out_dir: Path, seed: int = 0, *, spec: TinyModelSpec | None = None
+    out_dir: Path,
+    seed: int = 0,
+    *,
+    spec: TinyModelSpec | None = None,
+    gptq: GptqOptions | None = None,
 ) -> TinyModels:
     """Write ``out_dir/target`` (random Qwen3ForCausalLM, BPE tokenizer, ChatML template),
     ``out_dir/draft`` (the target's weights plus small noise, same tokenizer), and the seed
     methods' models with answers known in advance (bench/tinymodel/_chain.py):
     ``out_dir/chain`` (Qwen3, next token ``sigma(t)``), ``out_dir/dflash`` (a DFlash draft
     that predicts ``sigma`` of its block's real token at every slot) and ``out_dir/mtp``
-    (Qwen3-Next with one MTP layer that predicts the chain's next token exactly).
+    (Qwen3-Next with one MTP layer that predicts the chain's next token exactly); with ``gptq``,
+    also ``out_dir/mtp-gptq``: ``mtp`` as a GPTQ 4-bit checkpoint whose MTP head stays BF16
+    (bench/tinymodel/_gptq.py), same answers.
 
     ``seed`` overrides ``spec.seed``. Nothing is downloaded; no torch is needed."""
     spec = (spec or TinyModelSpec()).model_copy(update={"seed": seed})
@@ -128,6 +172,15 @@ def make_tiny_models(
                 spec,
             ),
         }
+        if gptq is not None:
+            made["mtp_gptq"] = _write_gptq_mtp(
+                out_dir / "mtp-gptq",
+                spec,
+                gptq,
+                (vocab_size, embedding, head),
+                texts,
+                (bos_id, eos_id),
+            )
     except OSError as err:
         raise InputError(str(out_dir), f"cannot write: {err}") from None
     return TinyModels(

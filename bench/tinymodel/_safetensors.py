@@ -1,19 +1,30 @@
-"""bf16 safetensors written and read with numpy alone (no torch on the host).
+"""safetensors written and read with numpy alone (no torch on the host).
 
 The format: an 8-byte little-endian header length, a JSON header naming each tensor's dtype,
 shape and byte range, then the raw little-endian bytes of every tensor back to back.
+
+float32 arrays are written as BF16 (the dtype of every tiny model's dense weights); int32 and
+float16 arrays as I32 and F16 (a GPTQ checkpoint's ``qweight``/``qzeros``/``g_idx`` and
+``scales``: bench/tinymodel/_gptq.py).
 """
 
 from __future__ import annotations
 
 import json
 import struct
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
 _ALIGN = 8
+#: numpy dtype of a written array -> (safetensors dtype, little-endian numpy dtype of its bytes)
+_STORED: dict[np.dtype[Any], tuple[str, str]] = {
+    np.dtype(np.int32): ("I32", "<i4"),
+    np.dtype(np.float16): ("F16", "<f2"),
+}
 
 
 def to_bf16_bits(values: npt.NDArray[np.float32]) -> npt.NDArray[np.uint16]:
@@ -28,16 +39,26 @@ def from_bf16_bits(bits: npt.NDArray[np.uint16]) -> npt.NDArray[np.float32]:
     return (bits.astype(np.uint32) << np.uint32(16)).view(np.float32)
 
 
-def write_bf16_safetensors(path: Path, tensors: dict[str, npt.NDArray[np.float32]]) -> None:
-    """Write ``tensors`` as bf16, sorted by name, so equal input gives equal bytes."""
+def _encode(name: str, array: npt.NDArray[Any]) -> tuple[str, bytes]:
+    if array.dtype == np.float32:
+        return "BF16", to_bf16_bits(array).astype("<u2").tobytes()
+    if array.dtype in _STORED:
+        dtype, stored = _STORED[array.dtype]
+        return dtype, np.ascontiguousarray(array).astype(stored).tobytes()
+    raise ValueError(f"{name}: cannot write dtype {array.dtype}")
+
+
+def write_safetensors(path: Path, tensors: Mapping[str, npt.NDArray[Any]]) -> None:
+    """Write ``tensors`` sorted by name, so equal input gives equal bytes: float32 as BF16,
+    int32 as I32, float16 as F16."""
     header: dict[str, object] = {"__metadata__": {"format": "pt"}}
     blobs: list[bytes] = []
     offset = 0
     for name in sorted(tensors):
         array = tensors[name]
-        blob = to_bf16_bits(array).astype("<u2").tobytes()
+        dtype, blob = _encode(name, array)
         header[name] = {
-            "dtype": "BF16",
+            "dtype": dtype,
             "shape": list(array.shape),
             "data_offsets": [offset, offset + len(blob)],
         }
@@ -48,19 +69,42 @@ def write_bf16_safetensors(path: Path, tensors: dict[str, npt.NDArray[np.float32
     path.write_bytes(struct.pack("<Q", len(text)) + text + b"".join(blobs))
 
 
-def read_bf16_safetensors(path: Path) -> dict[str, npt.NDArray[np.float32]]:
-    """Read a file written by :func:`write_bf16_safetensors` (bf16 only) back to float32."""
+def write_bf16_safetensors(path: Path, tensors: dict[str, npt.NDArray[np.float32]]) -> None:
+    """Write ``tensors`` as bf16, sorted by name, so equal input gives equal bytes."""
+    write_safetensors(path, tensors)
+
+
+def read_safetensors(path: Path) -> dict[str, tuple[str, npt.NDArray[Any]]]:
+    """Every tensor of ``path`` as (its safetensors dtype, its values): BF16 as float32 (exact),
+    F16 as float16, I32 as int32."""
     raw = path.read_bytes()
     (size,) = struct.unpack("<Q", raw[:8])
     header = json.loads(raw[8 : 8 + size])
     data = raw[8 + size :]
-    out: dict[str, npt.NDArray[np.float32]] = {}
+    out: dict[str, tuple[str, npt.NDArray[Any]]] = {}
     for name, info in header.items():
         if name == "__metadata__":
             continue
-        if info["dtype"] != "BF16":
-            raise ValueError(f"{path}: {name} is {info['dtype']}, not BF16")
         begin, end = info["data_offsets"]
-        bits = np.frombuffer(data[begin:end], dtype="<u2").astype(np.uint16)
-        out[name] = from_bf16_bits(bits).reshape(info["shape"])
+        dtype = info["dtype"]
+        if dtype == "BF16":
+            bits = np.frombuffer(data[begin:end], dtype="<u2").astype(np.uint16)
+            values: npt.NDArray[Any] = from_bf16_bits(bits)
+        elif dtype == "F16":
+            values = np.frombuffer(data[begin:end], dtype="<f2").astype(np.float16)
+        elif dtype == "I32":
+            values = np.frombuffer(data[begin:end], dtype="<i4").astype(np.int32)
+        else:
+            raise ValueError(f"{path}: {name} is {dtype}, not BF16, F16 or I32")
+        out[name] = (dtype, values.reshape(info["shape"]))
+    return out
+
+
+def read_bf16_safetensors(path: Path) -> dict[str, npt.NDArray[np.float32]]:
+    """Read a file written by :func:`write_bf16_safetensors` (bf16 only) back to float32."""
+    out: dict[str, npt.NDArray[np.float32]] = {}
+    for name, (dtype, values) in read_safetensors(path).items():
+        if dtype != "BF16":
+            raise ValueError(f"{path}: {name} is {dtype}, not BF16")
+        out[name] = values
     return out

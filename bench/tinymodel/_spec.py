@@ -42,7 +42,8 @@ class TinyModels(StrictModel):
     """The target and its partial draft, and the seed methods' chain models (same tokenizer
     and vocabulary; bench/tinymodel/_chain.py): ``chain`` (a Qwen3 target with a known next
     token), ``dflash`` (a DFlash draft for ``chain``; it loads against ``target`` too) and
-    ``mtp`` (a Qwen3-Next chain target with one MTP layer)."""
+    ``mtp`` (a Qwen3-Next chain target with one MTP layer); ``mtp_gptq``, when asked for: ``mtp``
+    GPTQ-packed, its MTP head BF16."""
 
     spec: TinyModelSpec
     vocab_size: int
@@ -51,6 +52,9 @@ class TinyModels(StrictModel):
     chain: TinyModel
     dflash: TinyModel
     mtp: TinyModel
+    #: ``mtp`` as a GPTQ 4-bit checkpoint with a BF16 MTP head (bench/tinymodel/_gptq.py), when
+    #: asked for
+    mtp_gptq: TinyModel | None = None
     #: DFlash's mask token (``dflash_config.mask_token_id``): ``<|endoftext|>``
     mask_token_id: int
     #: the chain's next token of every ordinary token id (``sigma``)
