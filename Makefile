@@ -1,5 +1,7 @@
 # Thin wrappers: every target is one or two visible commands.
 PY ?= python3
+# The venv's Python (uv sync --python): PY, or a version such as 3.12 that uv downloads.
+VENV_PY ?= $(PY)
 VENV ?= .venv
 BIN := $(VENV)/bin
 EXPERIMENT ?= bench/experiments/qwen38-27b-gptq-2x3090.yaml
@@ -15,10 +17,14 @@ ARGS ?=
 # names PyPI files, so no index setting is needed (a mirror: UV_DEFAULT_INDEX=...).
 UV ?= .tools/bin/uv
 UV_BOOT := $(filter .tools/bin/uv,$(UV))
-UV_SYNC := UV_PROJECT_ENVIRONMENT=$(VENV) $(UV) sync --frozen --python $(PY) --quiet
+UV_SYNC := UV_PROJECT_ENVIRONMENT=$(VENV) $(UV) sync --frozen --python $(VENV_PY) --quiet
+# Before anything is built: Python >= 3.11 with venv (stock Ubuntu 22.04 has 3.10); exits 2
+# with what to install (scripts/check_python.sh).
+CHECK_PY = @sh scripts/check_python.sh '$(PY)' '$(VENV_PY)'
 
 # the uv bootstrap honours PIP_* environment variables but not pip.conf (as uv itself)
 .tools/bin/uv: requirements/uv.txt
+	$(CHECK_PY) boot
 	$(PY) -m venv .tools
 	PIP_CONFIG_FILE=/dev/null .tools/bin/pip install --quiet --disable-pip-version-check \
 	  --require-hashes --only-binary=:all: -r requirements/uv.txt
@@ -30,16 +36,19 @@ setup: $(VENV)/.specbench-dev
 setup-runtime: $(VENV)/.specbench-runtime
 
 $(VENV)/.specbench-dev: uv.lock pyproject.toml | $(UV_BOOT)
+	$(CHECK_PY) sync
 	$(UV_SYNC)
 	@touch $@ $(VENV)/.specbench-runtime
 
 # --inexact: a runtime sync never removes the dev tools of an earlier `make setup`
 $(VENV)/.specbench-runtime: uv.lock pyproject.toml | $(UV_BOOT)
+	$(CHECK_PY) sync
 	$(UV_SYNC) --no-dev --inexact
 	@touch $@
 
 # Without uv: the same pins through pip (requirements/*.txt are exported from uv.lock).
 setup-pip:
+	$(CHECK_PY) pip
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install --quiet --require-hashes -r requirements/dev.txt
 	$(BIN)/pip install --quiet --no-deps -e .
