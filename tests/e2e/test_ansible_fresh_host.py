@@ -996,8 +996,8 @@ def _drop_mid_poll(t: Target, run_id: str, lost_after_s: int, drop_s: float) -> 
         # Answered polls first: the controller is past the task that started the matrix (its
         # own execs, the temp folder's removal among them, run after the matrix has started; a
         # host lost there leaves the play with neither rescue nor always, and under load that
-        # took longer than a fixed 2 s) and has shown a retry of the poll.
-        polled = re.compile(r"RETRYING: \[fresh\]: .*Run the benchmark matrix\.")
+        # took longer than a fixed 2 s) and has shown a healthy poll of the running matrix.
+        polled = re.compile(r"ok: \[fresh\] => \(item=matrix running for \d+:\d\d:\d\d\)")
         while not polled.search(_spawn_out(t, run_id)):
             assert proc.poll() is None, "the playbook ended before its poll"
             assert time.monotonic() < deadline, "the poll never ran"
@@ -1035,6 +1035,9 @@ def test_matrix_poll_survives_a_dropped_connection(target: Target) -> None:
     rc, out = _drop_mid_poll(target, "drop", lost_after_s=60, drop_s=6)
     assert rc == 0, out[-4000:]
     assert out.count("UNREACHABLE!") == 1, out[-4000:]  # one drop: one unanswered poll shown
+    # a healthy poll looks healthy (issue 29): no "FAILED - RETRYING" while the matrix runs
+    assert "FAILED - RETRYING" not in out, out[-4000:]
+    assert re.search(r"ok: \[fresh\] => \(item=matrix ended for \d+:\d\d:\d\d\)", out), out[-4000:]
     assert "TASK [benchmark : Wait for the host to answer again (the matrix runs on" in out
     assert target.sh("test -e /tmp/sbans-matrix-ended").returncode == 0, "the poll did not wait"
     row = _fleet_row(target, "drop")
