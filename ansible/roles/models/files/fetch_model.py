@@ -10,6 +10,10 @@ and record it; the role writes what it resolved to the controller.
 
 Verification is offline: every file huggingface_hub recorded for the snapshot must exist, carry
 the pinned commit, and (for LFS files, whose etag is their sha256) hash to that etag.
+
+A second run does not hash the weights again (a 27B checkpoint is some 20 GB): each LFS file that
+hashed to its etag is kept in `.specbench-verified.json` with its size, mtime and inode, and is
+hashed again only when one of them, its etag or the revision changed (`--rehash` hashes all).
 """
 
 from __future__ import annotations
@@ -21,6 +25,8 @@ import sys
 from pathlib import Path
 
 MARKER = ".specbench-revision"
+VERIFIED = ".specbench-verified.json"
+VERIFIED_SCHEMA = "specbench.verified/1"
 
 
 def sha256(path: Path) -> str:
@@ -31,13 +37,45 @@ def sha256(path: Path) -> str:
     return h.hexdigest()
 
 
-def verify(dest: Path, revision: str) -> tuple[int, list[str]]:
-    """Check the files huggingface_hub recorded under dest/.cache/huggingface/download."""
+def _stamp(path: Path) -> dict[str, int]:
+    st = path.stat()
+    return {"size": st.st_size, "mtime_ns": st.st_mtime_ns, "ino": st.st_ino}
+
+
+def _load_verified(dest: Path, revision: str) -> dict[str, dict[str, object]]:
+    """What an earlier run hashed for this revision (empty: absent, stale or unreadable)."""
+    try:
+        data = json.loads((dest / VERIFIED).read_text())
+    except (OSError, ValueError):
+        return {}
+    if not isinstance(data, dict) or data.get("schema") != VERIFIED_SCHEMA:
+        return {}
+    if data.get("revision") != revision or not isinstance(data.get("files"), dict):
+        return {}
+    return {k: v for k, v in data["files"].items() if isinstance(v, dict)}
+
+
+def _save_verified(dest: Path, revision: str, files: dict[str, dict[str, object]]) -> None:
+    tmp = dest / (VERIFIED + ".tmp")
+    body = {"schema": VERIFIED_SCHEMA, "revision": revision, "files": files}
+    tmp.write_text(json.dumps(body, indent=1, sort_keys=True) + "\n")
+    tmp.replace(dest / VERIFIED)
+
+
+def verify(
+    dest: Path, revision: str, rehash: bool = False, record: bool = True
+) -> tuple[int, list[str], int]:
+    """Check the files huggingface_hub recorded under dest/.cache/huggingface/download.
+    Returns (files, problems, files hashed now); with `record`, keeps what hashed right (and is
+    unchanged since) in dest/.specbench-verified.json for the next run."""
     meta_root = dest / ".cache" / "huggingface" / "download"
     problems: list[str] = []
     metas = sorted(meta_root.rglob("*.metadata")) if meta_root.is_dir() else []
     if not metas:
-        return 0, [f"{dest}: no download metadata; not a huggingface_hub snapshot"]
+        return 0, [f"{dest}: no download metadata; not a huggingface_hub snapshot"], 0
+    known = {} if rehash else _load_verified(dest, revision)
+    verified: dict[str, dict[str, object]] = {}
+    hashed = 0
     for meta in metas:
         rel = meta.relative_to(meta_root).as_posix()[: -len(".metadata")]
         lines = meta.read_text().splitlines()
@@ -47,11 +85,21 @@ def verify(dest: Path, revision: str) -> tuple[int, list[str]]:
             problems.append(f"{rel}: missing")
         elif commit != revision:
             problems.append(f"{rel}: from commit {commit}, pinned {revision}")
-        elif len(etag) == 64 and sha256(target) != etag:
-            problems.append(f"{rel}: sha256 differs from the hub's {etag}")
+        elif len(etag) == 64:
+            stamp = _stamp(target)
+            if known.get(rel) == {"etag": etag, **stamp}:
+                verified[rel] = known[rel]
+                continue
+            hashed += 1
+            if sha256(target) != etag:
+                problems.append(f"{rel}: sha256 differs from the hub's {etag}")
+            elif _stamp(target) == stamp:  # unchanged while it was read
+                verified[rel] = {"etag": etag, **stamp}
     if not (dest / "config.json").is_file():
         problems.append("config.json: missing")
-    return len(metas), problems
+    if record and (verified != known or (dest / VERIFIED).exists() != bool(verified)):
+        _save_verified(dest, revision, verified)
+    return len(metas), problems, hashed
 
 
 def resolve(repo_id: str, ref: str) -> str:
@@ -74,6 +122,11 @@ def main() -> None:
     ap.add_argument("--dest", required=True, type=Path)
     ap.add_argument("--check", action="store_true", help="report what would happen, change nothing")
     ap.add_argument(
+        "--rehash",
+        action="store_true",
+        help="hash every LFS file again (ignore .specbench-verified.json)",
+    )
+    ap.add_argument(
         "--resolve-ref",
         default=None,
         help="with --revision unresolved: resolve this branch/tag to its commit and use that",
@@ -87,11 +140,14 @@ def main() -> None:
     marker = dest / MARKER
     have = marker.read_text().strip() if marker.is_file() else ""
     if have == args.revision:
-        files, problems = verify(dest, args.revision)
+        files, problems, hashed = verify(dest, args.revision, args.rehash, record=not args.check)
         if not problems:
             print(
-                json.dumps({"changed": False, "revision": have, "files": files, "verified": True})
-            )
+                json.dumps(
+                    {"changed": False, "revision": have, "files": files, "verified": True,
+                     "hashed": hashed}
+                )
+            )  # fmt: skip
             return
     if args.check:
         print(
@@ -104,13 +160,16 @@ def main() -> None:
         snapshot_download(repo_id=args.repo_id, revision=args.revision, local_dir=dest)
     except Exception as err:  # the hub's errors are many; the message is what a person needs
         sys.exit(f"download of {args.repo_id}@{args.revision} failed: {type(err).__name__}: {err}")
-    files, problems = verify(dest, args.revision)
+    files, problems, hashed = verify(dest, args.revision, args.rehash)
     if problems:
         sys.exit(f"{args.repo_id}@{args.revision}: verification failed: " + "; ".join(problems[:5]))
     marker.write_text(args.revision + "\n")
     print(
-        json.dumps({"changed": True, "revision": args.revision, "files": files, "verified": True})
-    )
+        json.dumps(
+            {"changed": True, "revision": args.revision, "files": files, "verified": True,
+             "hashed": hashed}
+        )
+    )  # fmt: skip
 
 
 if __name__ == "__main__":
