@@ -23,7 +23,6 @@ FRESH_HOST_SECOND = (
     "test_refuses_too_little_disk",
     "test_disk_check_",
     "test_refuses_fewer_than_two_gpus_",
-    "test_unresolved_model_revisions_",
     "test_model_revisions_",
     "test_benchmark_",
     "test_hold_is_released_",

@@ -12,7 +12,7 @@ from pydantic import ValidationError
 
 from bench.core import EMULATOR_IMAGE, InputError, RunError, describe_validation_error
 from bench.demo import DEMO_TIME_SCALE, demo_banner, run_demo
-from bench.engines import DEFAULT_MODEL_CACHE, load_experiment, load_pinned_experiment
+from bench.engines import DEFAULT_MODEL_CACHE, load_pinned_experiment
 from bench.matrix import MatrixOptions, MatrixResult, render_plan, run_matrix
 
 
@@ -20,11 +20,15 @@ def plan(
     experiment: Annotated[Path, typer.Argument(help="experiment file (YAML)")],
     only: Annotated[list[str] | None, typer.Option("--only", help="configuration name")] = None,
     model_cache: Annotated[str | None, typer.Option(help="host folder mounted at /models")] = None,
+    pins_host: Annotated[
+        str | None, typer.Option(help="this host's name in the pins lock (default: hostname)")
+    ] = None,
 ) -> None:
-    """Print each configuration's exact server argv and docker run line (no side effects)."""
+    """Print each configuration's exact server argv and docker run line (no side effects),
+    with the pins of the experiment file and its pins lock."""
 
-    exp = load_experiment(experiment)
-    typer.echo(render_plan(exp, only, model_cache=model_cache or DEFAULT_MODEL_CACHE))
+    pinned = load_pinned_experiment(experiment, pins_host or socket.gethostname())
+    typer.echo(render_plan(pinned.experiment, only, model_cache=model_cache or DEFAULT_MODEL_CACHE))
 
 
 def matrix(

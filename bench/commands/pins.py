@@ -111,11 +111,16 @@ def show(
             "host": pinned.host,
             "pins": [p.model_dump(mode="json") for p in pinned.pins],
             "unpinned": [f"{p.ref} ({p.field})" for p in pinned.unpinned],
+            # the experiment's images and models with the pins applied, as the file spells
+            # them (no null fields: the provisioning roles test `build is defined`)
             "images": {
-                k: {"digest": i.digest, "base_digest": i.build.base_digest if i.build else None}
+                k: i.model_dump(mode="json", exclude_none=True)
                 for k, i in pinned.experiment.images.items()
             },
-            "models": {k: m.revision for k, m in pinned.experiment.models.items()},
+            "models": {
+                k: m.model_dump(mode="json", exclude_none=True)
+                for k, m in pinned.experiment.models.items()
+            },
         }
         typer.echo(json.dumps(out, indent=1))
     else:

@@ -85,7 +85,12 @@ def render_plan(
     ]
     unresolved = experiment.unresolved_pins()
     if unresolved:
-        lines += ["Unresolved pins (real runs refuse them unless --allow-unpinned):", ""]
+        lines += [
+            "Unresolved pins, in neither the experiment nor its pins lock (the first `make "
+            "provision` resolves and records them; a real matrix refuses them unless "
+            "--allow-unpinned):",
+            "",
+        ]
         lines += [f"- {u}" for u in unresolved]
         lines.append("")
     for e in plan_entries(experiment, only, model_cache=model_cache):

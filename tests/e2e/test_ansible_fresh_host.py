@@ -204,8 +204,10 @@ def _base_vars(t: Target, tmp: Path) -> dict[str, Any]:
         "preflight_require_gpus": False,
         "preflight_check_driver": False,
         "preflight_check_images": False,
-        # the shipped experiment's pins are unresolved: their refusal has its own test below
+        # the shipped experiment's pins are unresolved: what preflight says of them has its own
+        # test below; the pins lock a run records them in is the test's own, not the repository's
         "preflight_check_unresolved": False,
+        "pins_lock_file": str(tmp / "pins.lock.yaml"),
         # no route to download.docker.com / nvidia.github.io from here: the vendor repositories
         # are replaced by one on the Debian mirror, through the same deb822_repository path
         "nvidia_driver_manage": False,
@@ -661,22 +663,35 @@ def test_refuses_an_apt_version_madison_does_not_list(target: Target) -> None:
 
 
 def test_lists_unresolved_pins_before_anything_changes(target: Target) -> None:
-    """The shipped experiment's unresolved pins are named by preflight, with the one command."""
+    """Issue 29: the shipped experiment's unresolved pins are named by preflight before anything
+    changes, as what this first run resolves into the pins lock (no switch); with pins_frozen
+    (a controller that must resolve nothing new) they are refused instead."""
     import yaml
 
     experiment = yaml.safe_load(
         (REPO / "bench" / "experiments" / "qwen38-27b-gptq-2x3090.yaml").read_text()
     )
     experiment["models"]["target"]["revision"] = "0" * 40  # a pinned one is not listed
-    msg = _refusal(
-        target, "preflight", {"preflight_check_unresolved": True, "experiment": experiment}
-    )
-    assert "still has unresolved pins: vllm (vllm/vllm-openai:v0.33.0: digest)" in msg
-    assert "sglang (specbench/sglang:0.5.19-66da4a94e4dc: image ID)" in msg
-    assert "sglang (base lmsysorg/sglang:v0.5.19: digest)" in msg
-    assert "z-lab/Qwen3.8-27B-DFlash2 (revision)" in msg
-    assert "btbtyler09" not in msg
-    assert "-e images_allow_unresolved=true -e models_allow_unresolved=true" in msg
+    extra = {**_base_vars(target, target.tmp), "preflight_check_unresolved": True,
+             "experiment": experiment}  # fmt: skip
+    r = target.run("pins-first", "preflight", extra)
+    assert r.rc == 0, "\n".join(_failures(r))
+    said = [
+        e["event_data"]["res"].get("msg", "")
+        for e in r.events
+        if e.get("event") == "runner_on_ok"
+        and e["event_data"].get("task")
+        == "Say which pins this first run resolves (recorded in the pins lock)."
+    ]
+    assert len(said) == 1, _stdout(r)[-3000:]
+    msg = said[0]
+    assert "vllm/vllm-openai:v0.33.0 (digest)" in msg
+    assert "specbench/sglang:0.5.19-66da4a94e4dc (image ID)" in msg
+    assert "lmsysorg/sglang:v0.5.19 (base digest)" in msg
+    assert "z-lab/Qwen3.8-27B-DFlash2 (revision)" in msg and "btbtyler09" not in msg
+    assert f"recorded in {target.tmp / 'pins.lock.yaml'} on the controller" in msg
+    msg = _refusal(target, "preflight", {**extra, "pins_frozen": True})
+    assert "leave 5 pin(s) unresolved for fresh" in msg, msg
     assert "Nothing has been changed on the host yet" in msg
 
 
@@ -772,6 +787,7 @@ def test_refuses_fewer_than_two_gpus_in_nvidia_smi(target: Target) -> None:
 
 # Stands in for the bundle's python running fetch_model.py: "resolves" a ref to sha1(repo id).
 FAKE_VENV_PYTHON = """#!/bin/sh
+echo "$@" >> /tmp/sbans-fetch.log
 repo=""; rev=""; ref=""
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -809,7 +825,6 @@ def _models_vars(t: Target, **extra: Any) -> dict[str, Any]:
         "models_venv": "/opt/sbans-venv",
         "models_checkpoint_preflight": False,
         "models_poll_s": 1,
-        "models_resolved_file": str(t.tmp / "resolved-models.yml"),
         **extra,
     }
 
@@ -823,31 +838,62 @@ def _fake_venv(t: Target, tool: str, script: str) -> None:
     assert r.returncode == 0, r.stderr
 
 
-def test_unresolved_model_revisions_are_refused(target: Target) -> None:
-    msg = _refusal_tags(
-        target, "models", "preflight,prerequisites,bundle,verify", _models_vars(target)
-    )
-    assert "has no revision for btbtyler09/Qwen3.8-27B-GPTQ-4bit, z-lab/Qwen3.8-27B-DFlash2" in msg
-    assert "models_allow_unresolved=true" in msg
-
-
-def test_model_revisions_resolve_once_and_are_written_out(target: Target) -> None:
+def test_model_revisions_resolve_once_into_the_pins_lock(target: Target) -> None:
+    """Issue 29: a first run (no switch) resolves each model's branch to a commit and records it
+    in the pins lock on the controller; the next run downloads exactly that commit, resolving
+    nothing, and a lock that no longer matches the experiment is refused with the fix."""
     import hashlib
 
     import yaml
 
+    from bench.schema import read_lock
+
     _fake_venv(target, "python", FAKE_VENV_PYTHON)
-    extra = _models_vars(target, models_allow_unresolved=True)
+    extra = _models_vars(target)
+    lock_file = target.tmp / "pins.lock.yaml"
+    lock_file.unlink(missing_ok=True)
     r = target.run("models-resolve", "models", extra, skip="preflight,prerequisites,bundle,verify")
     assert r.rc == 0, "\n".join(_failures(r))
-    resolved = yaml.safe_load((target.tmp / "resolved-models.yml").read_text())["models"]
+    lock = read_lock(lock_file, "qwen38-27b-gptq-2x3090")
     for key, hf_id in [("target", "btbtyler09/Qwen3.8-27B-GPTQ-4bit"),
                        ("dflash-draft", "z-lab/Qwen3.8-27B-DFlash2")]:  # fmt: skip
         want = hashlib.sha1(f"{hf_id}@main".encode()).hexdigest()
-        assert resolved[key] == {"hf_id": hf_id, "revision": want}
+        assert (lock.models[key].hf_id, lock.models[key].revision) == (hf_id, want)
+    assert "--resolve-ref main" in target.sh("cat /tmp/sbans-fetch.log").stdout
+    # the second run: pinned to the lock, nothing resolved, the lock unchanged
+    target.sh("rm -f /tmp/sbans-fetch.log")
+    before = lock_file.read_text()
+    r = target.run("models-again", "models", extra, skip="preflight,prerequisites,bundle,verify")
+    assert r.rc == 0, "\n".join(_failures(r))
+    fetched = target.sh("cat /tmp/sbans-fetch.log").stdout
+    assert "--resolve-ref" not in fetched and lock.models["target"].revision in fetched
+    assert lock_file.read_text() == before
+    assert "Record the model commits in the pins lock." not in _changed_tasks(r)
+    # the experiment now names another repository for the target: the lock entry is stale
+    experiment = yaml.safe_load(
+        (REPO / "bench" / "experiments" / "qwen38-27b-gptq-2x3090.yaml").read_text()
+    )
+    experiment["models"]["target"]["hf_id"] = "someone/Other-27B-GPTQ"
+    msg = _refusal_tags(target, "models", "preflight,prerequisites,bundle,verify",
+                        {**extra, "experiment": experiment})  # fmt: skip
+    assert msg.startswith("Read the pins this host runs with"), msg
+    assert "resolved for btbtyler09/Qwen3.8-27B-GPTQ-4bit" in msg
+    assert "specbench pins forget <experiment> --model target" in msg
 
 
-def _bench_vars(t: Target, **extra: Any) -> dict[str, Any]:
+def _write_pins_lock(t: Target, image_ids: dict[str, str]) -> None:
+    """The pins lock a first run left on the controller: each host's image ID of the local
+    build (the fake docker's)."""
+    from bench.schema import PinsLock, write_lock
+
+    entry = {"image": "specbench/sglang:0.5.19-66da4a94e4dc", "image_ids": image_ids}
+    lock = {"experiment": "qwen38-27b-gptq-2x3090", "images": {"sglang": entry}} if image_ids \
+        else {"experiment": "qwen38-27b-gptq-2x3090"}  # fmt: skip
+    write_lock(t.tmp / "pins.lock.yaml", PinsLock.model_validate(lock))
+
+
+def _bench_vars(t: Target, lock_ids: dict[str, str] | None = None, **extra: Any) -> dict[str, Any]:
+    _write_pins_lock(t, {"fresh": LOCAL_ID} if lock_ids is None else lock_ids)
     return {
         **_base_vars(t, t.tmp),
         "benchmark_venv": "/opt/sbans-venv",
@@ -855,7 +901,6 @@ def _bench_vars(t: Target, **extra: Any) -> dict[str, Any]:
         # --tags bench also runs the fleet summary play: keep its FLEET.md out of the repository
         "report_controller_dir": str(t.tmp / "reports"),
         "benchmark_poll_s": 1,
-        "benchmark_allow_unpinned": True,
         # unattended-upgrade-shutdown runs all the time: a wait that mistakes it for an upgrade
         # fails here after 30 s instead of the real 30 min
         "benchmark_upgrade_wait_s": 30,
@@ -1094,11 +1139,16 @@ def test_benchmark_refuses_a_local_image_whose_id_is_not_the_pin(target: Target)
         (REPO / "bench" / "experiments" / "qwen38-27b-gptq-2x3090.yaml").read_text()
     )
     pinned = "sha256:" + "a" * 64
-    experiment["images"]["sglang"]["digest"] = pinned
-    msg = _refusal_tags(target, "bench", BENCH_SKIP, _bench_vars(target, experiment=experiment))
+    experiment["images"]["sglang"]["digest"] = pinned  # the experiment's own pin, no lock entry
+    extra = _bench_vars(target, lock_ids={}, experiment=experiment)
+    msg = _refusal_tags(target, "bench", BENCH_SKIP, extra)
     image = experiment["images"]["sglang"]["image"]
     assert f"{image} is {LOCAL_ID}, pinned {pinned}" in msg
+    assert "specbench pins forget" in msg and "--host fresh" in msg
     assert target.sh("test -e /tmp/sbans-matrix-ran").returncode != 0, "the matrix ran"
+    # the same pin in the lock (this host's entry) is refused alike
+    msg = _refusal_tags(target, "bench", BENCH_SKIP, _bench_vars(target, {"fresh": pinned}))
+    assert f"{image} is {LOCAL_ID}, pinned {pinned}" in msg
 
 
 FAKE_SPECBENCH_ARGV = """#!/bin/sh
@@ -1109,10 +1159,10 @@ echo "$@" > /tmp/sbans-matrix-argv
 def test_each_host_of_a_fleet_is_checked_against_its_own_built_image_id(
     target: Target, make_target: Callable[..., Target]
 ) -> None:
-    """Issue #21: every host's build of the patched image has its own ID; the experiment pins one
-    (host a's), so host b failed the check. b's own ID (host var built_image_ids) is its pin, and
-    reaches the matrix as --image-id."""
-    import yaml
+    """Issue #21/#29: every host's build of the patched image has its own ID, kept per host in
+    the pins lock; each host's matrix gets the lock and its own name (--pins-host), and a host
+    without its own entry is refused before the matrix."""
+    from bench.schema import read_lock
 
     b = make_target()
     b_id = "sha256:" + "d" * 64
@@ -1120,25 +1170,27 @@ def test_each_host_of_a_fleet_is_checked_against_its_own_built_image_id(
         t.sh("rm -f /tmp/sbans-matrix-argv")
         _fake_venv(t, "specbench", FAKE_SPECBENCH_ARGV)
         t.fake("docker", FAKE_DOCKER_INSPECT.replace(LOCAL_ID, image_id))
-    experiment = yaml.safe_load(
-        (REPO / "bench" / "experiments" / "qwen38-27b-gptq-2x3090.yaml").read_text()
-    )
-    experiment["images"]["sglang"]["digest"] = LOCAL_ID  # resolved on host a
-    hosts = {
-        "a": target.inventory_host(),
-        "b": {**b.inventory_host(), "built_image_ids": {"sglang": b_id}},
-    }
-    extra = _bench_vars(target, experiment=experiment, benchmark_hold_upgrades=False)
+    hosts = {"a": target.inventory_host(), "b": b.inventory_host()}
+    extra = _bench_vars(target, {"a": LOCAL_ID, "b": b_id}, benchmark_hold_upgrades=False)
     r = target.run("built-ids", "bench", extra, skip=BENCH_SKIP, hosts=hosts)
     assert r.rc == 0, "\n".join(_failures(r))
-    assert f"--image-id=sglang={b_id}" in b.sh("cat /tmp/sbans-matrix-argv").stdout
-    assert "--image-id" not in target.sh("cat /tmp/sbans-matrix-argv").stdout
-    # without its own ID, b is held to a's, and refused before the matrix
+    for t, name, image_id in ((target, "a", LOCAL_ID), (b, "b", b_id)):
+        argv = t.sh("cat /tmp/sbans-matrix-argv").stdout.split()
+        assert argv[argv.index("--pins-host") + 1] == name, argv
+        copied = argv[argv.index("--pins-lock") + 1]
+        assert copied.startswith("/opt/specbench/reports/fresh/"), copied
+        t.sh(f"cat {copied}")
+        local = target.tmp / f"lock-{name}.yaml"
+        local.write_text(t.sh(f"cat {copied}").stdout)
+        assert (
+            read_lock(local, "qwen38-27b-gptq-2x3090").images["sglang"].image_ids[name] == image_id
+        )
+    # without its own ID in the lock, b is refused before the matrix
     b.sh("rm -f /tmp/sbans-matrix-argv")
-    hosts["b"] = b.inventory_host()
+    extra = _bench_vars(target, {"a": LOCAL_ID}, benchmark_hold_upgrades=False)
     r = target.run("built-ids-shared", "bench", extra, skip=BENCH_SKIP, hosts=hosts)
     failures = _failures(r)
-    assert len(failures) == 1 and f"is {b_id}, pinned {LOCAL_ID}" in failures[0], failures
+    assert len(failures) == 1 and "has no pinned image ID" in failures[0], failures
     assert b.sh("test -e /tmp/sbans-matrix-argv").returncode != 0, "the matrix ran on b"
 
 

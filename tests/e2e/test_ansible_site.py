@@ -65,7 +65,6 @@ class Site:
             "bundle_stage_dir": str(self.stage),
             "report_stage_dir": str(self.stage),
             "verify_expect_file": str(self.stage / "infra-expect.json"),
-            "images_resolved_file": str(self.stage / "resolved-images.yml"),
             "benchmark_only": CONFIGS,
             "benchmark_iterations": 1,
             "benchmark_warmup": 0,

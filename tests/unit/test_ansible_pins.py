@@ -70,6 +70,39 @@ def experiment_raw() -> dict[str, Any]:
     return data
 
 
+DIGEST = {c: "sha256:" + c * 64 for c in "abcd"}
+COMMIT = "f" * 40
+
+
+def _pins(tmp: Path, lock: dict[str, Any] | None = None, host: str = "gpu1") -> dict[str, Any]:
+    """`pins` as the pins role sets it: `specbench pins show --json` of the shipped experiment
+    (its document on stdin, as the role passes it) with ``lock`` as its pins lock."""
+    import subprocess
+    import sys
+
+    path = tmp / "x.lock.yaml"
+    if lock is not None:
+        path.write_text(yaml.safe_dump({"experiment": "qwen38-27b-gptq-2x3090", **lock}))
+    r = subprocess.run(
+        [sys.executable, "-m", "bench", "pins", "show", str(EXPERIMENT), "--host", host,
+         "--lock", str(path), "--document", "-", "--json"],
+        input=json.dumps(yaml.safe_load(EXPERIMENT.read_text())),
+        capture_output=True, text=True, timeout=60, check=True,
+    )  # fmt: skip
+    out: dict[str, Any] = json.loads(r.stdout)
+    return out
+
+
+FIRST_RUN_LOCK = {
+    "images": {
+        "vllm": {"image": "vllm/vllm-openai:v0.33.0", "digest": DIGEST["a"]},
+        "sglang": {"image": "specbench/sglang:0.5.19-66da4a94e4dc", "base_digest": DIGEST["b"],
+                   "image_ids": {"gpu1": DIGEST["c"]}},
+    },
+    "models": {"target": {"hf_id": "btbtyler09/Qwen3.8-27B-GPTQ-4bit", "revision": COMMIT}},
+}  # fmt: skip
+
+
 def test_group_vars_name_the_experiment_file() -> None:
     assert (REPO / _group_vars()["specbench_experiment"]).resolve() == EXPERIMENT.resolve()
 
@@ -90,12 +123,14 @@ def test_no_experiment_pin_is_copied_into_ansible(experiment_raw: dict[str, Any]
     assert copies == []
 
 
-def test_images_role_reads_the_experiment_images(experiment_raw: dict[str, Any]) -> None:
+def test_images_role_reads_the_experiment_images(tmp_path: Path) -> None:
+    """The images role reads the images as pinned for the host (roles/pins): the experiment's
+    own values, then the pins lock's; it pulls by digest what is pinned, by tag what is not."""
     from bench.engines import load_experiment
 
     exp = load_experiment(EXPERIMENT)
-    role_vars = _role_file("images", "vars")
-    env = {"experiment": experiment_raw}
+    role_vars = _trusted(_role_file("images", "vars"))
+    env = {**role_vars, "pins_for_host": _pins(tmp_path)}
     pulled = _render(role_vars["images_pulled"], env)
     built = _render(role_vars["images_built"], env)
     assert {i["key"] for i in pulled} == {k for k, v in exp.images.items() if v.build is None}
@@ -108,15 +143,57 @@ def test_images_role_reads_the_experiment_images(experiment_raw: dict[str, Any])
         assert build is not None
         assert item["value"]["build"]["dockerfile"] == build.dockerfile
         assert (REPO / build.dockerfile).is_file(), f"{build.dockerfile} missing"
+    # a first run: every reference by tag
+    refs = _render(role_vars["images_pull_refs"], env)
+    assert refs == {"vllm": "vllm/vllm-openai:v0.33.0", "sglang": "lmsysorg/sglang:v0.5.19",
+                    "sglang-stock": "lmsysorg/sglang:v0.5.19"}  # fmt: skip
+    # a later run: what the lock holds, by digest
+    env["pins_for_host"] = _pins(tmp_path, FIRST_RUN_LOCK)
+    refs = _render(role_vars["images_pull_refs"], env)
+    assert refs["vllm"] == f"vllm/vllm-openai@{DIGEST['a']}"
+    assert refs["sglang"] == f"lmsysorg/sglang@{DIGEST['b']}"
+    assert refs["sglang-stock"] == "lmsysorg/sglang:v0.5.19"
 
 
-def test_models_role_reads_the_experiment_models(experiment_raw: dict[str, Any]) -> None:
+def test_images_role_records_the_registry_digest_of_each_repository(tmp_path: Path) -> None:
+    """What `docker image info` says after a pull by tag becomes `specbench pins record` options:
+    the RepoDigests entry of the image's own repository (a base shared by two keys is recorded
+    for each: the local build's base and the stock image)."""
+    role_vars = _trusted(_role_file("images", "vars"))
+    pins = _pins(tmp_path)
+
+    def info(key: str, digests: list[str]) -> dict[str, Any]:
+        return {"item": {"key": key, "value": pins["images"][key]},
+                "images": [{"RepoDigests": digests}]}  # fmt: skip
+
+    env = {
+        **role_vars,
+        "pins_for_host": pins,
+        "images_info": {"results": [
+            info("vllm", [f"docker.io/other/x@{DIGEST['d']}", f"vllm/vllm-openai@{DIGEST['a']}"]),
+            info("sglang", [f"lmsysorg/sglang@{DIGEST['b']}"]),
+            info("sglang-stock", [f"lmsysorg/sglang@{DIGEST['b']}"]),
+            {"item": {"key": "none", "value": {}}, "images": []},
+        ]},
+    }  # fmt: skip
+    assert _render(role_vars["images_found_digests"], env) == [
+        f"--image-digest=vllm={DIGEST['a']}",
+        f"--base-digest=sglang={DIGEST['b']}",
+        f"--image-digest=sglang-stock={DIGEST['b']}",
+    ]
+
+
+def test_models_role_reads_the_experiment_models(tmp_path: Path) -> None:
     from bench.engines import load_experiment
 
     exp = load_experiment(EXPERIMENT)
-    pinned = _render(_role_file("models", "vars")["models_pinned"], {"experiment": experiment_raw})
+    models_pinned = _role_file("models", "vars")["models_pinned"]
+    pinned = _render(models_pinned, {"pins_for_host": _pins(tmp_path)})
     got = {(m["value"]["hf_id"], m["value"]["revision"], m["value"]["path"]) for m in pinned}
     assert got == {(m.hf_id, m.revision, m.path) for m in exp.models.values()}
+    pinned = _render(models_pinned, {"pins_for_host": _pins(tmp_path, FIRST_RUN_LOCK)})
+    revs = {m["key"]: m["value"]["revision"] for m in pinned}
+    assert revs == {"target": COMMIT, "dflash-draft": UNRESOLVED}
 
 
 def test_role_defaults_agree_with_group_vars_pins() -> None:
@@ -188,11 +265,18 @@ def test_benchmark_argv_uses_only_options_matrix_has() -> None:
         "benchmark_warmup": 0,
         "benchmark_emulator_image": "specbench/emulator:x",
         "specbench_experiment": "e.yaml",
+        "inventory_hostname": "gpu1",
+        "pins_lock_file": "/controller/repo/e.lock.yaml",
     }
     argv = _render(env["benchmark_argv"], env)
     assert argv[:3] == ["/h/venv/bin/specbench", "matrix", "/h/src/e.yaml"]
     used = {a.split("=", 1)[0] for a in argv if a.startswith("--")}
-    assert {"--emulate", "--emulator-image", "--time-scale", "--only"} <= used
+    assert {"--emulate", "--emulator-image", "--time-scale", "--only", "--pins-host"} <= used
+    # the host's own entry in the pins lock, copied into the run's folder on the host
+    at = argv.index("--pins-lock")
+    assert (
+        argv[at + 1] == "/h/reports/r/e.lock.yaml" and argv[argv.index("--pins-host") + 1] == "gpu1"
+    )
     assert used <= known, f"options matrix does not have: {used - known}"
 
 
@@ -356,49 +440,44 @@ def test_sglang_dflash_runs_without_the_copied_admission_cap(
     assert "--max-running-requests" in cfgs["sglang-mtp"]["args"]
 
 
-def test_preflight_names_every_unresolved_pin_of_the_shipped_experiment() -> None:
-    """Issue #21: the images and models roles refuse unresolved pins only after the driver,
-    Docker and the toolkit are installed; preflight names them all first."""
+def test_preflight_names_every_unresolved_pin_of_the_shipped_experiment(tmp_path: Path) -> None:
+    """Issue #21/#29: preflight names, before anything changes, every pin this first run will
+    resolve: what `specbench pins show` leaves unpinned for the host."""
     experiment = yaml.safe_load(EXPERIMENT.read_text())
-    env = {**_trusted(_role_file("preflight", "vars")), "experiment": experiment}
-    images = _render(env["preflight_unresolved_images"], env)
-    models = _render(env["preflight_unresolved_models"], env)
-    want_images = []
-    for key, img in experiment["images"].items():
-        if img["digest"] == "unresolved":
-            want_images.append(key)
-        if img.get("build", {}).get("base_digest") == "unresolved":
-            want_images.append(key)
-    assert want_images, "the shipped experiment has no unresolved image pins any more"
-    assert [i.split(" ")[0] for i in images] == want_images
-    want_models = [
-        m["hf_id"] for m in experiment["models"].values() if m["revision"] == "unresolved"
+    want = []
+    for img in experiment["images"].values():
+        if img.get("build"):
+            if img["digest"] == UNRESOLVED:
+                want.append(f"{img['image']} (image ID)")
+            if img["build"]["base_digest"] == UNRESOLVED:
+                want.append(f"{img['build']['base_image']} (base digest)")
+        elif img["digest"] == UNRESOLVED:
+            want.append(f"{img['image']} (digest)")
+    want += [f"{m['hf_id']} (revision)" for m in experiment["models"].values()
+             if m["revision"] == UNRESOLVED]  # fmt: skip
+    assert want, "the shipped experiment has no unresolved pins any more"
+    assert _pins(tmp_path)["unpinned"] == want
+    # after the first run, a second host still resolves its own build of the local image only
+    assert _pins(tmp_path, FIRST_RUN_LOCK, host="gpu2")["unpinned"] == [
+        "specbench/sglang:0.5.19-66da4a94e4dc (image ID)",
+        "lmsysorg/sglang:v0.5.19 (digest)",
+        "z-lab/Qwen3.8-27B-DFlash2 (revision)",
     ]
-    assert [m.split(" ")[0] for m in models] == want_models
-    experiment["images"] = {
-        k: {**v, "digest": "sha256:" + "a" * 64}
-        for k, v in experiment["images"].items()
-        if "build" not in v
-    }
-    assert _render(env["preflight_unresolved_images"], env) == []
+    tasks = (ANSIBLE / "roles" / "preflight" / "tasks" / "main.yml").read_text()
+    assert "pins_for_host.unpinned" in tasks and "allow_unresolved" not in tasks
 
 
-def test_verify_checks_what_a_first_run_resolved_not_the_literal_unresolved() -> None:
-    """Issue #21: after a first run with the allow-unresolved switches, testinfra compared the
-    downloaded revision with the literal 'unresolved' and asserted pinned digests."""
-    experiment = yaml.safe_load(EXPERIMENT.read_text())
-    assert experiment["images"]["vllm"]["digest"] == "unresolved"
-    assert experiment["models"]["target"]["revision"] == "unresolved"
+def test_verify_checks_what_a_first_run_resolved_not_the_literal_unresolved(
+    tmp_path: Path,
+) -> None:
+    """Issue #21/#29: after a first run, testinfra checks the images and models at what the run
+    resolved and recorded in the pins lock, never the literal 'unresolved'."""
     expect = _trusted(_role_file("verify", "vars"))["verify_expectations"]
-    digest, commit = "sha256:" + "c" * 64, "f" * 40
-    env = {
-        "experiment": experiment,
-        "images_present": {"images": [{"RepoDigests": [f"vllm/vllm-openai@{digest}"]}]},
-        "models_resolved": {"target": {"hf_id": "x", "revision": commit}},
-    }
+    env = {"pins_for_host": _pins(tmp_path, FIRST_RUN_LOCK)}
     images = {i["image"]: i["digest"] for i in _render(expect["images"], env)}
-    assert images["vllm/vllm-openai:v0.33.0"] == digest
-    assert images["lmsysorg/sglang:v0.5.19"] == "unresolved"  # not resolved by this run
+    assert images["vllm/vllm-openai:v0.33.0"] == DIGEST["a"]
+    assert images["lmsysorg/sglang:v0.5.19"] == UNRESOLVED  # not in this lock
+    assert "specbench/sglang:0.5.19-66da4a94e4dc" not in images  # a build: checked by ID
     models = {m["hf_id"]: m["revision"] for m in _render(expect["models"], env)}
-    assert models["btbtyler09/Qwen3.8-27B-GPTQ-4bit"] == commit
-    assert models["z-lab/Qwen3.8-27B-DFlash2"] == "unresolved"
+    assert models["btbtyler09/Qwen3.8-27B-GPTQ-4bit"] == COMMIT
+    assert models["z-lab/Qwen3.8-27B-DFlash2"] == UNRESOLVED

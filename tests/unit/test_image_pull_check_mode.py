@@ -20,13 +20,20 @@ TASKS = REPO / "ansible" / "roles" / "images" / "tasks" / "real.yml"
 DIGEST = "sha256:" + "e" * 64
 
 
+PULL = "Ensure the engine images and the bases of the local builds are present."
+
+
 def _name(task: str, item: dict[str, Any]) -> str:
+    """The task's `name:` for ``item``, the role's vars over `pins` holding that one image."""
     from ansible.parsing.dataloader import DataLoader
     from ansible.template import Templar, trust_as_template
 
     tasks = yaml.safe_load(TASKS.read_text())
     raw = next(t for t in tasks if t["name"] == task)["community.docker.docker_image_pull"]["name"]
-    templar = Templar(loader=DataLoader(), variables={"item": item})
+    role_vars = yaml.safe_load((TASKS.parents[1] / "vars" / "main.yml").read_text())
+    variables = {k: trust_as_template(v) for k, v in role_vars.items()}
+    variables |= {"item": item, "pins_for_host": {"images": {item["key"]: item["value"]}}}
+    templar = Templar(loader=DataLoader(), variables=variables)
     name: str = templar.template(trust_as_template(raw)).strip()
     return name
 
@@ -79,7 +86,7 @@ def _check_mode_changed(name: str, repo: str) -> bool:
 
 def test_a_present_pinned_engine_image_is_unchanged_in_check_mode() -> None:
     item = {"key": "vllm", "value": {"image": "vllm/vllm-openai:v0.33.0", "digest": DIGEST}}
-    name = _name("Ensure the pinned engine images are present.", item)
+    name = _name(PULL, item)
     assert not _check_mode_changed(name, "vllm/vllm-openai"), name
     assert name == f"vllm/vllm-openai@{DIGEST}"
     # an image that is not there is still pulled (changed)
@@ -89,13 +96,11 @@ def test_a_present_pinned_engine_image_is_unchanged_in_check_mode() -> None:
 def test_a_present_pinned_build_base_is_unchanged_in_check_mode() -> None:
     build = {"base_image": "lmsysorg/sglang:v0.5.19", "base_digest": DIGEST}
     item = {"key": "sglang", "value": {"image": "specbench/sglang:x", "build": build}}
-    name = _name("Ensure the pinned base images of the local builds are present.", item)
+    name = _name(PULL, item)
     assert not _check_mode_changed(name, "lmsysorg/sglang"), name
     assert name == f"lmsysorg/sglang@{DIGEST}"
 
 
 def test_an_unpinned_image_is_pulled_by_tag() -> None:
     item = {"key": "vllm", "value": {"image": "vllm/vllm-openai:v0.33.0", "digest": "unresolved"}}
-    assert _name("Ensure the pinned engine images are present.", item) == (
-        "vllm/vllm-openai:v0.33.0"
-    )
+    assert _name(PULL, item) == ("vllm/vllm-openai:v0.33.0")

@@ -18,7 +18,9 @@ import tarfile
 from pathlib import Path
 
 SKIP_DIRS = {"__pycache__", ".mypy_cache", ".ruff_cache", ".pytest_cache", "node_modules"}
-SKIP_SUFFIXES = (".pyc", ".pyo")
+# the pins lock travels on its own (the benchmark role copies it), so that a pin resolved by
+# this run does not change the bundle it runs with
+SKIP_SUFFIXES = (".pyc", ".pyo", ".lock.yaml")
 
 
 def members(repo: Path, paths: list[str]) -> list[Path]:
