@@ -65,6 +65,15 @@ def test_driver_version_is_the_pin(host: Any, gpu_host: Expect) -> None:
 
 
 @pytest.mark.gpu
+def test_persistence_mode_enabled(host: Any, gpu_host: Expect) -> None:
+    """Ubuntu's nvidia-persistenced runs with --no-persistence-mode; the driver role's drop-in
+    turns it on (issue 29): every GPU says so in `nvidia-smi -q`."""
+    out = host.check_output("nvidia-smi -q")
+    modes = re.findall(r"^\s*Persistence Mode\s*:\s*(\S+)\s*$", out, re.M)
+    assert modes == ["Enabled"] * int(gpu_host["gpu_count"]), modes
+
+
+@pytest.mark.gpu
 def test_expected_gpus_visible(host: Any, gpu_host: Expect) -> None:
     out = host.check_output("nvidia-smi --query-gpu=name --format=csv,noheader")
     names = [line.strip() for line in out.splitlines() if line.strip()]
