@@ -182,7 +182,10 @@ def run_matrix(
             )
         if old.experiment.lock_dict() != exp.lock_dict() or old.simulated != opts.emulated:
             raise InputError(
-                "--resume", "the experiment (or emulate mode) differs from the one in the lock"
+                "--resume",
+                f"the experiment, its pins (or emulate mode) differ from those {opts.out} ran "
+                "with: resume only the same run; start a new one with another --out (Ansible: "
+                "-e benchmark_rerun=true)",
             )
         lock = old
     else:

@@ -172,3 +172,23 @@ def test_readme_first_run_says_what_it_resolves(first_run: tuple[Path, Path]) ->
     assert not (repo / "bench" / "experiments" / "qwen38-27b-gptq-2x3090.lock.yaml").exists()
     for switch in HIDDEN_SWITCHES:
         assert switch not in (repo / "inventory.yml").read_text(), switch
+
+
+def test_readme_second_run_resumes_instead_of_measuring_again(
+    first_run: tuple[Path, Path],
+) -> None:
+    """Issue 29: the same command again on the provisioned host does not start another matrix:
+    the run is named by what it measures, so it resumes the finished run (payloads untouched)
+    and re-renders its report."""
+    repo, log = first_run
+    (report,) = sorted((repo / "reports").glob("*/gpu1/REPORT.md"))
+    folder = report.parent / "artifacts" / "payloads"
+    payloads = {p.name: p.read_bytes() for p in folder.iterdir()}
+    assert payloads
+    cmd = readme_first_run()[-1]
+    r = _run(cmd, repo, log)
+    assert r.returncode == 0, f"{cmd} failed:\n{log.read_text()[-6000:]}"
+    assert "ran on gpu1 before: its finished configurations" in r.stdout
+    assert "vllm-dflash: skipped" in r.stdout  # the matrix's outcome line: nothing measured
+    assert sorted((repo / "reports").glob("*/gpu1/REPORT.md")) == [report]
+    assert {p.name: p.read_bytes() for p in folder.iterdir()} == payloads
