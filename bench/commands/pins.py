@@ -20,6 +20,7 @@ from bench.schema import (
     PinnedExperiment,
     Resolved,
     apply_lock,
+    experiment_path,
     forget_pins,
     lock_path_for,
     locked,
@@ -48,7 +49,8 @@ DocumentOpt = Annotated[
 ]
 
 
-def _experiment(path: Path, document: str | None) -> tuple[Experiment, str]:
+def _experiment(path: Path, document: str | None) -> Experiment:
+    """The experiment: from its file, or its document on stdin (an Ansible run's variable)."""
     if document is None:
         data, source = read_experiment_document(path)
     elif document == "-":
@@ -60,14 +62,11 @@ def _experiment(path: Path, document: str | None) -> tuple[Experiment, str]:
             ) from None
     else:
         raise InputError("--document", f"only '-' (stdin) is accepted, not {document!r}")
-    return parse_experiment(data, source), str(path)
+    return parse_experiment(data, source)
 
 
 def _lock_path(experiment: Path, lock: Path | None) -> Path:
-    if lock is not None:
-        return lock
-    _, source = read_experiment_document(experiment) if experiment.exists() else (None, "")
-    return lock_path_for(source or experiment)
+    return lock if lock is not None else lock_path_for(experiment_path(experiment))
 
 
 def _pairs(flag: str, values: list[str] | None) -> dict[str, str]:
@@ -102,7 +101,7 @@ def show(
     as_json: Annotated[bool, typer.Option("--json", help="print JSON")] = False,
 ) -> None:
     """Every image and model pin for one host, and where it comes from."""
-    exp, _ = _experiment(experiment, document)
+    exp = _experiment(experiment, document)
     path = _lock_path(experiment, lock)
     pinned = apply_lock(exp, read_lock(path, exp.name), host or socket.gethostname(), path)
     if as_json:
@@ -149,7 +148,7 @@ def record(
 ) -> None:
     """Add what a host resolved to the lock; refuse a value that differs from a pin (exit 2,
     with the fix). Prints {"changed": ..., "lock": ...}."""
-    exp, _ = _experiment(experiment, document)
+    exp = _experiment(experiment, document)
     path = _lock_path(experiment, lock)
     found = Resolved(
         image_digests=_pairs("--image-digest", image_digest),
@@ -181,7 +180,7 @@ def forget(
     purpose)."""
     if not image and not model:
         raise InputError("--image/--model", "name at least one entry to forget")
-    exp, _ = _experiment(experiment, None)
+    exp = _experiment(experiment, None)
     path = _lock_path(experiment, lock)
     with locked(path):
         new, gone = forget_pins(read_lock(path, exp.name), image or [], model or [], host)

@@ -14,6 +14,7 @@ from bench.schema import (
     Experiment,
     PinnedExperiment,
     apply_lock,
+    experiment_path,
     lock_path_for,
     parse_experiment_document,
     read_experiment_document,
@@ -89,5 +90,5 @@ def load_pinned_experiment(
     applied for ``host``: each pin from the experiment file, else from the lock, else unpinned."""
     data, source = read_experiment_document(path)
     exp = parse_experiment(data, source)
-    lock_path = Path(lock) if lock is not None else lock_path_for(source)
+    lock_path = Path(lock) if lock is not None else lock_path_for(experiment_path(path))
     return apply_lock(exp, read_lock(lock_path, exp.name), host, lock_path)

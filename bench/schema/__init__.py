@@ -12,6 +12,7 @@ from bench.schema._experiment import (
     Deviation,
     Experiment,
     ModelPin,
+    experiment_path,
     parse_experiment_document,
     read_experiment_document,
 )
@@ -164,6 +165,7 @@ __all__ = [
     "check_payload",
     "check_payload_file",
     "decode_reasons",
+    "experiment_path",
     "forget_pins",
     "lock_path_for",
     "locked",

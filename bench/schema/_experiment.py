@@ -436,12 +436,18 @@ def _describe(source: str, err: ValidationError) -> InputError:
     return describe_validation_error(source, err)
 
 
+def experiment_path(path: Path | str) -> Path:
+    """The experiment file ``path`` names: the path itself, or a shipped experiment's name."""
+    p = Path(path)
+    if not p.exists() and (EXPERIMENTS_DIR / p.name).exists():
+        return EXPERIMENTS_DIR / p.name
+    return p
+
+
 def read_experiment_document(path: Path | str) -> tuple[Any, str]:
     """Read an experiment file (YAML) -> (document, the path it was read from). Exit 2 on an
     unreadable file or invalid YAML."""
-    p = Path(path)
-    if not p.exists() and (EXPERIMENTS_DIR / p.name).exists():
-        p = EXPERIMENTS_DIR / p.name
+    p = experiment_path(path)
     try:
         text = p.read_text(encoding="utf-8")
     except OSError as err:
