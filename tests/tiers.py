@@ -15,6 +15,11 @@ XDIST_FILE_GROUPS = {
     # its module fixture runs 87 CLI cases as fresh interpreters (~1-2 min of CPU): spread over
     # the workers one test at a time, each worker ran it again (CI of 2026-12-03: 3 times)
     "test_cli_errors.py": "cli-errors",
+    # a fresh copy of the repository, its own venv, wheelhouse and target (~2 min); and a
+    # registry on 127.0.0.1 with the images role's real path (~1.5 min): groups of their own,
+    # so that they go to whichever worker is free instead of lengthening docker-e2e
+    "test_readme_first_run.py": "readme",
+    "test_images_registry.py": "registry",
 }
 #: The fresh-host tests grew to ~20 min of one worker, longer than the fleet: these run in a
 #: second group (its own provisioned target, ~3 min more, in another worker). The later stages
@@ -37,7 +42,16 @@ FRESH_HOST_SECOND = (
 #: another on one worker: in a fresh-machine CI run (2026-12-04) the fleet (741 s) and the rest
 #: of e2e (381 s) ran one after the other on one worker for 1122 s, while the other two ended at
 #: 650 s. The singly scheduled tests come after every group and fill the gaps.
-GROUP_ORDER = ("fleet", "fresh-host-2", "fresh-host", "docker-e2e", "cli-errors", "engine")
+GROUP_ORDER = (
+    "fleet",
+    "fresh-host-2",
+    "fresh-host",
+    "docker-e2e",
+    "readme",
+    "cli-errors",
+    "registry",
+    "engine",
+)
 
 
 def schedule_rank(nodeid: str) -> int:
