@@ -451,13 +451,30 @@ def test_auto_keeps_the_path_an_earlier_install_recorded(target: Target) -> None
 
 # Ubuntu's archive keeps only the newest build of a driver branch (noble's
 # nvidia-graphics-drivers-580-server at 580.173.02 in -updates), and the prebuilt module package
-# for a kernel depends on nvidia-kernel-common-580-server (<= its build); NVIDIA's CUDA repository
+# for a kernel depends on nvidia-kernel-common-580-server at its build; NVIDIA's CUDA repository
 # keeps several builds, and nvidia-headless-580-open depends on nvidia-dkms-580-open (= its build)
 # and so on down the set (issue #21's read of both archives' indices; the builds' revision
 # suffixes here are illustrative). Dummies: control files only, no files, no maintainer scripts.
 UBUNTU_BUILD = "580.173.02-0ubuntu0.24.04.1"
 NVIDIA_BUILDS = ("580.95.05-0ubuntu1", "580.105.08-0ubuntu1")
 ARCHIVE_KERNEL = "6.8.0-85-generic"
+# Issue 29: the modules of an older kernel stay in the archive, built against an older build
+# (Depends: nvidia-kernel-common-580-server (= that build)), and so does that build; the newest
+# userspace is newer, so on that kernel the newest userspace and its module do not resolve.
+UBUNTU_OLD_BUILD = "580.126.09-0ubuntu0.24.04.2"
+OLD_KERNEL = "6.8.0-79-generic"
+
+
+def _ubuntu_side(v: str) -> list[dict[str, str]]:
+    return [
+        {"Package": "nvidia-kernel-common-580-server", "Version": v},
+        {"Package": "libnvidia-compute-580-server", "Version": v},
+        {"Package": "nvidia-headless-no-dkms-580-server-open", "Version": v,
+         "Depends": f"nvidia-kernel-common-580-server (= {v}),"
+                    f" libnvidia-compute-580-server (= {v})"},
+        {"Package": "nvidia-utils-580-server", "Version": v,
+         "Depends": f"libnvidia-compute-580-server (= {v})"},
+    ]  # fmt: skip
 
 
 def _nvidia_side(v: str) -> list[dict[str, str]]:
@@ -479,7 +496,9 @@ ARCHIVE_PACKAGES: list[dict[str, str]] = [
     {
         "Package": f"linux-modules-nvidia-580-server-open-{ARCHIVE_KERNEL}",
         "Version": "6.8.0-85.85+1",
-        "Depends": f"nvidia-kernel-common-580-server (<= {UBUNTU_BUILD})",
+        # one build: linux-restricted-modules' (<= build-1), (>= build)
+        "Depends": "nvidia-kernel-common-580-server (<= 580.173.02-1),"
+        " nvidia-kernel-common-580-server (>= 580.173.02)",
     },
     # linux-restricted-modules' meta package of the kernel flavour ("Extra drivers for
     # nvidia-580-server-open for the generic flavour", packages.ubuntu.com/noble/
@@ -490,12 +509,16 @@ ARCHIVE_PACKAGES: list[dict[str, str]] = [
         "Version": "6.8.0-85.85+1",
         "Depends": f"linux-modules-nvidia-580-server-open-{ARCHIVE_KERNEL} (= 6.8.0-85.85+1)",
     },
-    {"Package": "nvidia-kernel-common-580-server", "Version": UBUNTU_BUILD},
-    {"Package": "nvidia-headless-no-dkms-580-server-open", "Version": UBUNTU_BUILD},
-    {"Package": "nvidia-utils-580-server", "Version": UBUNTU_BUILD},
+    {
+        "Package": f"linux-modules-nvidia-580-server-open-{OLD_KERNEL}",
+        "Version": "6.8.0-79.79+1",
+        "Depends": f"nvidia-kernel-common-580-server (= {UBUNTU_OLD_BUILD})",
+    },
+    *(p for v in (UBUNTU_BUILD, UBUNTU_OLD_BUILD) for p in _ubuntu_side(v)),
     *(p for v in NVIDIA_BUILDS for p in _nvidia_side(v)),
 ]
 ARCHIVE_DIR = "/srv/sbans-archive"
+ARCHIVE_PORT = "18080"
 ARCHIVE_SOURCE = "/etc/apt/sources.list.d/sbans-archive.sources"
 # Builds the dummies with dpkg-deb, writes Packages and a Release listing its hash (a flat
 # repository, trusted=yes), then serves the folder on 127.0.0.1.
@@ -531,7 +554,7 @@ with open("/etc/apt/sources.list.d/sbans-archive.sources", "w") as f:
 @pytest.fixture
 def local_archive(target: Target) -> Iterator[Target]:
     """The archive above served on 127.0.0.1 in the target, the target's lists emptied."""
-    port = "18080"
+    port = ARCHIVE_PORT
     assert target.sh("cat > /tmp/sbans-archive.py", BUILD_ARCHIVE_PY).returncode == 0
     r = target.sh(
         f"python3 /tmp/sbans-archive.py {ARCHIVE_DIR} {port}", json.dumps(ARCHIVE_PACKAGES)
@@ -551,12 +574,23 @@ def local_archive(target: Target) -> Iterator[Target]:
         )
 
 
+def _said(r: Any, task: str = "Say which driver install path was chosen.") -> str:
+    """The messages of a debug task, unwrapped."""
+    return "\n".join(
+        e["event_data"]["res"].get("msg", "")
+        for e in r.events
+        if e.get("event") == "runner_on_ok" and e["event_data"].get("task") == task
+    )
+
+
 def test_driver_stage_on_a_ubuntu_like_archive(local_archive: Target) -> None:
     """Empty lists at the start; the pin is the branch, an exact build is the user's choice.
 
     1. Default: the prebuilt modules are found only after an `apt-get update` (before it, auto
-       picked DKMS and Secure Boot refused it); the branch's newest build passes the pin check.
-    2. An exact build Ubuntu's side no longer serves is refused, saying why and what to do.
+       picked DKMS and Secure Boot refused it); the userspace is held at the build the running
+       kernel's module was built against, here the newest, which passes the pin check.
+    2. An exact build other than the one the running kernel's prebuilt module was built against
+       is refused by preflight, saying why and what to do.
     3. DKMS from NVIDIA's side with an exact build: the preferences file holds the whole set, so
        apt resolves the exact-version dependencies to that build (without it, it cannot).
     """
@@ -572,8 +606,9 @@ def test_driver_stage_on_a_ubuntu_like_archive(local_archive: Target) -> None:
     r = t.run("archive", "preflight,prerequisites", extra)
     assert f"Driver path: prebuilt (kernel {ARCHIVE_KERNEL}, Secure Boot on" in _stdout(r)
     assert r.rc == 0, "\n".join(_failures(r))
+    assert "userspace build 580.173.02, the one linux-modules-nvidia-580-server-open-" in _said(r)
     prefs = "/etc/apt/preferences.d/specbench-nvidia-driver"
-    assert t.sh(f"test -e {prefs}").returncode != 0
+    assert "Pin: version 580.173.02-*" in t.sh(f"cat {prefs}").stdout
     # apt itself resolves the prebuilt set the archive serves (nothing is installed)
     sim = t.sh(
         "apt-get install --simulate -q"
@@ -585,9 +620,10 @@ def test_driver_stage_on_a_ubuntu_like_archive(local_archive: Target) -> None:
 
     msg = _refusal_tags(t, "preflight,prerequisites", "",
                         {**extra, "nvidia_driver_version": "580.95.05"})  # fmt: skip
-    assert msg.startswith("Check that every pinned version is listed."), msg
-    assert f"nvidia-headless-no-dkms-580-server-open=580.95.05-* (listed: {UBUNTU_BUILD})" in msg
-    assert "keeps only the newest build" in msg and "nvidia_driver_source=cuda_repo" in msg
+    assert msg.startswith("Check that the prebuilt modules' driver build is new enough"), msg
+    assert "were built against driver 580.173.02" in msg
+    assert "nvidia_driver_version is 580.95.05. Unset nvidia_driver_version" in msg
+    assert "nvidia_driver_install_path=dkms" in msg and "Nothing has been installed yet" in msg
 
     t.fake("mokutil", FAKE_MOKUTIL.format(state="disabled"))
     old = NVIDIA_BUILDS[0]
@@ -606,6 +642,55 @@ def test_driver_stage_on_a_ubuntu_like_archive(local_archive: Target) -> None:
     )
     assert sim.returncode != 0, sim.stdout
     assert f"Depends: nvidia-dkms-580-open (= {old})" in sim.stdout + sim.stderr
+
+
+def test_prebuilt_userspace_is_the_build_of_an_older_kernels_module(
+    local_archive: Target,
+) -> None:
+    """Issue 29: on a kernel older than the newest, Canonical's module package depends on an
+    older nvidia-kernel-common-580-server build than the newest userspace; taking the newest,
+    apt stopped on unmet dependencies. Preflight reads the build from the module's Depends and
+    the userspace is held at it; an older build the archive no longer serves is refused."""
+    t = local_archive
+    t.fake("uname", FAKE_UNAME.format(kernel=OLD_KERNEL))
+    t.fake("mokutil", FAKE_MOKUTIL.format(state="enabled"))
+    module = f"linux-modules-nvidia-580-server-open-{OLD_KERNEL}"
+    userspace = f"{module} nvidia-headless-no-dkms-580-server-open nvidia-utils-580-server"
+    extra = {
+        **_base_vars(t, t.tmp),
+        "preflight_check_driver": True,
+        "nvidia_driver_manage": True,
+        "nvidia_driver_os": "Ubuntu",
+    }
+    r = t.run("archive-old-kernel", "preflight,prerequisites", extra)
+    assert r.rc == 0, "\n".join(_failures(r))
+    assert f"Driver path: prebuilt (kernel {OLD_KERNEL}, Secure Boot on" in _stdout(r)
+    assert f"userspace build 580.126.09, the one {module} 6.8.0-79.79+1 was built" in _said(r)
+    prefs = "/etc/apt/preferences.d/specbench-nvidia-driver"
+    assert "Pin: version 580.126.09-*" in t.sh(f"cat {prefs}").stdout
+    sim = t.sh(f"apt-get install --simulate -q {userspace}")
+    assert sim.returncode == 0, sim.stdout + sim.stderr
+    inst = [line for line in sim.stdout.splitlines() if line.startswith("Inst ")]
+    assert len(inst) == 5, inst
+    assert all(f"({UBUNTU_OLD_BUILD} " in line for line in inst if module not in line), inst
+    # the newest kernel's meta cannot go with it (the role warns instead of installing it)
+    meta = t.sh("apt-get install --simulate -q linux-modules-nvidia-580-server-open-generic")
+    assert meta.returncode != 0, meta.stdout
+    # what the play met before: the newest userspace with the older kernel's module
+    t.sh(f"rm -f {prefs}")
+    sim = t.sh(f"apt-get install --simulate -q {userspace}")
+    assert sim.returncode != 0, sim.stdout
+    assert f"Depends: nvidia-kernel-common-580-server (= {UBUNTU_OLD_BUILD})" in sim.stdout
+
+    # that older build gone from the archive (Ubuntu's -updates keeps only the newest): refused
+    served = [p for p in ARCHIVE_PACKAGES if p not in _ubuntu_side(UBUNTU_OLD_BUILD)]
+    r = t.sh(f"python3 /tmp/sbans-archive.py {ARCHIVE_DIR} {ARCHIVE_PORT}", json.dumps(served))
+    assert r.returncode == 0, r.stderr
+    msg = _refusal_tags(t, "preflight", "", extra)
+    assert msg.startswith("Check that the prebuilt modules' driver build can be installed"), msg
+    assert "were built against driver 580.126.09, which the archive no longer serves" in msg
+    assert "(nvidia-kernel-common-580-server: 580.173.02)" in msg
+    assert "sudo apt-get install linux-generic" in msg and "Nothing has been installed" in msg
 
 
 def test_prebuilt_driver_module_follows_later_kernels(local_archive: Target) -> None:
