@@ -722,6 +722,82 @@ def test_prebuilt_driver_module_follows_later_kernels(local_archive: Target) -> 
     )
 
 
+# dpkg-query(1) answering for the driver packages given (name -> version), real for the rest
+FAKE_DPKG_QUERY = """#!/bin/sh
+[ "$1" = -W ] || exec /usr/bin/dpkg-query "$@"
+case "$2" in
+  *Status-Abbrev*) printf '{abbrev}';;
+  *) shift 2; for p; do case "$p" in {names}) printf '%s\\t%s\\n' "$p" "{version}";; esac; done;;
+esac
+"""
+
+
+def _fake_dpkg(t: Target, version: str, *names: str) -> None:
+    abbrev = "".join(f"ii |{n}|{version}\\n" for n in names)
+    t.fake("dpkg-query", FAKE_DPKG_QUERY.format(abbrev=abbrev, names="|".join(names),
+                                                version=version))  # fmt: skip
+
+
+def test_driver_already_on_the_host(target: Target) -> None:
+    """Issue 29: a .run install is refused with `sudo nvidia-uninstall`; ubuntu-drivers' 570
+    packages are refused with the purge command; a loaded non-server 580 that meets the floor is
+    kept and recorded, not swapped for its -server twin (the driver stage in check mode installs
+    nothing and checks the loaded build against it)."""
+    t = target
+    t.fake("uname", FAKE_UNAME.format(kernel=ARCHIVE_KERNEL))
+    t.fake("mokutil", FAKE_MOKUTIL.format(state="disabled"))
+    t.fake("nvidia-uninstall", "#!/bin/sh\nexit 0\n")
+    extra = {
+        **_base_vars(t, t.tmp),
+        "preflight_check_driver": True,
+        "preflight_refresh_lists": False,
+    }
+    msg = _refusal(t, "preflight", extra)
+    assert "NVIDIA's .run installer put a driver on this host" in msg, msg
+    assert "`sudo nvidia-uninstall`, reboot, then run the playbook again" in msg
+
+    t.clear_fakes()
+    t.fake("uname", FAKE_UNAME.format(kernel=ARCHIVE_KERNEL))
+    t.fake("mokutil", FAKE_MOKUTIL.format(state="disabled"))
+    ubuntu_drivers = (
+        "nvidia-driver-570",
+        "nvidia-utils-570",
+        f"linux-modules-nvidia-570-{ARCHIVE_KERNEL}",
+    )
+    _fake_dpkg(t, "570.195.03-0ubuntu0.24.04.1", *ubuntu_drivers, "nvidia-container-toolkit")
+    msg = _refusal(t, "preflight", extra)
+    assert "Driver packages of another branch are installed (nvidia-driver-570," in msg, msg
+    assert "nvidia-container-toolkit" not in msg
+    assert (
+        "`sudo apt-get purge --allow-change-held-packages nvidia-driver-570 nvidia-utils-570"
+        f" linux-modules-nvidia-570-{ARCHIVE_KERNEL}`" in msg
+    )
+
+    _fake_dpkg(t, "580.95.05-0ubuntu1", "nvidia-driver-580-open", "nvidia-utils-580")
+    t.fake("nvidia-smi", FAKE_SMI)
+    kept = {**extra, "nvidia_driver_manage": True, "nvidia_driver_os": "Ubuntu",
+            "prerequisites_check_pins": False}  # fmt: skip
+    r = t.run("kept", "driver", kept, check=True)
+    assert r.rc == 0, "\n".join(_failures(r)) or _stdout(r)[-3000:]
+    said = _said(r, "Say that the driver already on the host is kept.")
+    assert "Driver kept: 580.95.05 is loaded from nvidia-driver-580-open, nvidia-utils-580" in said
+    assert "Driver path: kept" in _said(r)
+    skipped = {
+        e["event_data"].get("task") for e in r.events if e.get("event") == "runner_on_skipped"
+    }
+    assert "Ensure the pinned driver packages are installed." in skipped
+    assert "Ensure the driver packages are held at the pin." in skipped
+    ran = {e["event_data"].get("task") for e in r.events if e.get("event") == "runner_on_ok"}
+    assert "Check that every GPU runs the driver build installed." in ran
+    # an older one is not kept: refused before anything is installed, with what to do
+    _fake_dpkg(t, "580.65.06-0ubuntu1", "nvidia-driver-580-open", "nvidia-utils-580")
+    t.fake("nvidia-smi", FAKE_SMI.replace("580.95.05", "580.65.06"))
+    msg = _refusal(t, "preflight", extra)
+    assert "A 580 driver this play did not install is on the host" in msg, msg
+    assert "the loaded driver is 580.65.06, the oldest build accepted is 580.95.05" in msg, msg
+    assert "sudo apt-get install --only-upgrade nvidia-driver-580-open nvidia-utils-580" in msg
+
+
 def test_refuses_a_kernel_outside_the_dkms_range(target: Target) -> None:
     target.fake("uname", FAKE_UNAME.format(kernel="6.17.9-061709-generic"))
     target.fake("mokutil", FAKE_MOKUTIL.format(state="disabled"))
