@@ -930,6 +930,63 @@ def test_disk_check_counts_only_what_is_still_to_come(target: Target) -> None:
         target.sh(f"rm -rf {models} {root}")
 
 
+# Ubuntu's default layout: / on ubuntu-vg/ubuntu-lv, half the volume group unallocated. df(1)
+# puts the folder on that volume (1 MiB free, 2 GiB once lvextend ran), findmnt and lvs name it.
+LV = "/dev/mapper/ubuntu--vg-ubuntu--lv"
+FAKE_DF_LVM = """#!/bin/sh
+for last; do :; done
+case "$last" in
+  {root}*) avail=1024; [ -e /tmp/sbans-lvextended ] && avail=2097152
+           echo "Filesystem 1024-blocks Used Available Capacity Mounted on"
+           echo "{lv} 1048576 1047552 $avail 100% {root}";;
+  *) exec /usr/bin/df "$@";;
+esac
+"""
+FAKE_FINDMNT = """#!/bin/sh
+for last; do :; done
+case "$last" in {root}) echo "{lv}";; *) exec /usr/bin/findmnt "$@";; esac
+"""
+FAKE_LVS = """#!/bin/sh
+echo "$*" >> /tmp/sbans-lvs.log
+echo "  100.00g"
+"""
+FAKE_LVEXTEND = """#!/bin/sh
+echo "$*" >> /tmp/sbans-lvextend.log
+touch /tmp/sbans-lvextended
+"""
+
+
+def test_disk_check_on_lvm_offers_lvextend(target: Target) -> None:
+    """Issue 29: Docker's data root on an LVM volume whose group has free extents: the refusal
+    gives `lvextend -r -l +100%FREE <lv>`; with -e preflight_extend_lvm=true preflight runs it
+    and measures again."""
+    root = "/srv/sbans-lvm"
+    target.fake("docker", FAKE_DOCKER_PRESENT.format(root=root, id="c" * 64))
+    target.fake("df", FAKE_DF_LVM.format(root=root, lv=LV))
+    target.fake("findmnt", FAKE_FINDMNT.format(root=root, lv=LV))
+    target.fake("lvs", FAKE_LVS)
+    target.fake("lvextend", FAKE_LVEXTEND)
+    target.sh(f"mkdir -p {root}")
+    try:
+        msg = _refusal(target, "preflight", {})
+        assert f"Only 0.0 GiB free on the filesystem of {root} (Docker's data root {root})" in msg
+        assert f"It is the LVM logical volume {LV}, whose volume group has 100.0 GiB" in msg, msg
+        assert f"`sudo lvextend -r -l +100%FREE {LV}` grows it" in msg
+        assert "-e preflight_extend_lvm=true" in msg
+        assert (
+            target.sh("cat /tmp/sbans-lvs.log").stdout
+            == f"--noheadings --units g -o vg_free {LV}\n"
+        )
+        assert target.sh("test -e /tmp/sbans-lvextend.log").returncode != 0
+        extra = {**_base_vars(target, target.tmp), "preflight_extend_lvm": True}
+        r = target.run("lvextend", "preflight", extra)
+        assert r.rc == 0, "\n".join(_failures(r))
+        assert target.sh("cat /tmp/sbans-lvextend.log").stdout == f"-r -l +100%FREE {LV}\n"
+        assert f"{root} 2.0 GiB free, needs 1" in _said(r, "Say what the disk check counted.")
+    finally:
+        target.sh(f"rm -rf {root} /tmp/sbans-lv*")
+
+
 def test_refuses_fewer_than_two_gpus_on_the_pci_bus(target: Target) -> None:
     target.fake("lspci", FAKE_LSPCI.format(lines=LSPCI_3090.format(slot="01:00.0")))
     msg = _refusal(target, "preflight", {"preflight_require_gpus": True})
