@@ -308,28 +308,25 @@ def record_pins(
             raise InputError(where, f"found {new}, the lock pins {old}. {fix}")
         return old is None
 
-    for key, dig in found.image_digests.items():
-        entry = image_entry(key, "--image-digest")
-        img = exp.images[key]
-        if img.build is not None:
-            raise InputError("--image-digest", f"{key} is a local build: give its --image-id")
-        fix = (
-            f"The registry's {img.image} has moved. To take the new one on purpose: "
-            f"`specbench pins forget <experiment> --image {key}` and run again"
-        )
-        if check(f"images.{key}.digest", img.digest, entry.digest, dig, fix):
-            images[key] = entry.model_copy(update={"digest": dig})
-    for key, dig in found.base_digests.items():
-        entry = image_entry(key, "--base-digest")
-        build = exp.images[key].build
-        if build is None:
-            raise InputError("--base-digest", f"{key} is not a local build")
-        fix = (
-            f"The registry's {build.base_image} has moved. To build on the new one on purpose: "
-            f"`specbench pins forget <experiment> --image {key}` and run again"
-        )
-        if check(f"images.{key}.base_digest", build.base_digest, entry.base_digest, dig, fix):
-            images[key] = entry.model_copy(update={"base_digest": dig})
+    # registry digests: of a pulled image, and of a local build's base
+    for flag, values, attr, of_build in (
+        ("--image-digest", found.image_digests, "digest", False),
+        ("--base-digest", found.base_digests, "base_digest", True),
+    ):
+        for key, dig in values.items():
+            entry = image_entry(key, flag)
+            img = exp.images[key]
+            if (img.build is not None) != of_build:
+                what = "not a local build" if of_build else "a local build: give its --image-id"
+                raise InputError(flag, f"{key} is {what}")
+            build = img.build
+            ref, fixed = (build.base_image, build.base_digest) if build else (img.image, img.digest)
+            fix = (
+                f"The registry's {ref} has moved. To take the new one on purpose: "
+                f"`specbench pins forget <experiment> --image {key}` and run again"
+            )
+            if check(f"images.{key}.{attr}", fixed, getattr(entry, attr), dig, fix):
+                images[key] = entry.model_copy(update={attr: dig})
     for key, image_id in found.image_ids.items():
         entry = image_entry(key, "--image-id")
         img = exp.images[key]

@@ -20,7 +20,6 @@ records everything through `specbench pins record` in the test's pins lock.
 
 from __future__ import annotations
 
-import json
 import os
 import socket
 import subprocess
@@ -32,6 +31,8 @@ from typing import Any
 
 import pytest
 import yaml
+from test_ansible_fresh_host import _changed_tasks as _changed
+from test_ansible_fresh_host import _failures
 from test_sglang_image import standin  # noqa: F401  (the stand-in SGLang base, a fixture)
 
 from bench.schema import read_lock
@@ -140,22 +141,6 @@ class Images:
             quiet=True,
             timeout=900,
         )  # fmt: skip
-
-
-def _failures(r: Any) -> list[str]:
-    return [
-        f"{e['event_data'].get('task')}: {json.dumps(e['event_data'].get('res', {}))[:2500]}"
-        for e in r.events
-        if e.get("event") == "runner_on_failed" and not e["event_data"].get("ignore_errors")
-    ]
-
-
-def _changed(r: Any) -> list[str]:
-    return sorted(
-        e["event_data"]["task"]
-        for e in r.events
-        if e.get("event") == "runner_on_ok" and e["event_data"].get("res", {}).get("changed")
-    )
 
 
 @pytest.fixture(scope="module")

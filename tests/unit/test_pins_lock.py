@@ -204,3 +204,19 @@ def test_cli_record_show_forget(exp_file: Path) -> None:
     assert r.returncode == 0 and "forgot models.target" in r.stdout
     r = _cli("forget", str(exp_file))
     assert r.returncode == 2 and "name at least one entry" in r.stderr
+
+
+def test_each_kind_of_pin_goes_to_its_own_kind_of_image(exp_file: Path) -> None:
+    exp = load_experiment(exp_file)
+    path = lock_path_for(exp_file)
+    lock = read_lock(path, exp.name)
+    for found, message in (
+        ({"image_digests": {"sglang": D["a"]}}, "sglang is a local build: give its --image-id"),
+        ({"base_digests": {"vllm": D["a"]}}, "vllm is not a local build"),
+        ({"image_ids": {"vllm": D["a"]}}, "vllm is pulled, not built"),
+        ({"image_digests": {"nope": D["a"]}}, "'nope' is not an image"),
+        ({"model_revisions": {"nope": REV}}, "'nope' is not a model"),
+        ({"model_revisions": {"target": "main"}}, "'main' is not a digest, image ID or commit"),
+    ):
+        with pytest.raises(InputError, match=message):
+            record_pins(exp, lock, "h", _found(**found), path)
