@@ -1,5 +1,5 @@
 """CLI command: tiny-model (a random Qwen3 target, a partial draft and the seed methods' chain
-models for engine tests; on request the MTP chain target GPTQ-packed)."""
+models for engine tests; on request the MTP chain targets GPTQ-packed)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,8 @@ class Quantization(StrEnum):
     """What ``--quantization`` adds to the models written."""
 
     NONE = "none"
-    #: mtp-gptq/: the MTP chain target, GPTQ 4-bit (AutoGPTQ/GPTQModel format), MTP head BF16
+    #: mtp-gptq/: the MTP chain target, GPTQ 4-bit (AutoGPTQ/GPTQModel format), MTP head BF16;
+    #: mtp35-gptq/ and mtp35-gptq-mtprule/: mtp35/ so, without / with a -:.*mtp.* rule
     GPTQ_4BIT = "gptq-4bit"
 
 
@@ -26,8 +27,9 @@ def register(app: typer.Typer) -> None:
         out: Annotated[
             Path,
             typer.Argument(
-                help="folder to write target/, draft/, chain/, dflash/ and mtp/ into "
-                "(and mtp-gptq/ with --quantization gptq-4bit)"
+                help="folder to write target/, draft/, chain/, dflash/, mtp/ and mtp35/ into "
+                "(and mtp-gptq/, mtp35-gptq/ and mtp35-gptq-mtprule/ with --quantization "
+                "gptq-4bit)"
             ),
         ],
         seed: Annotated[int, typer.Option("--seed", min=0, help="random seed")] = 0,
@@ -41,7 +43,9 @@ def register(app: typer.Typer) -> None:
                 "--quantization",
                 help="gptq-4bit: also write mtp-gptq/, the MTP chain target with every linear "
                 "layer of its decoder blocks GPTQ-packed (4 bits, symmetric, desc_act false) "
-                "and its mtp.* head BF16, same answers as mtp/",
+                "and its mtp.* head BF16, same answers as mtp/; and mtp35-gptq/ (mtp35/, the "
+                "dense Qwen3.5 chain target, so: in_proj_a/b BF16, no rule about mtp.*, the "
+                "seed's shape) and mtp35-gptq-mtprule/ (the same tensors with a -:.*mtp.* rule)",
             ),
         ] = Quantization.NONE,
         group_size: Annotated[
@@ -63,9 +67,11 @@ def register(app: typer.Typer) -> None:
         """Write a deterministic tiny Qwen3 target (~1 MB, BPE tokenizer, ChatML template), a
         draft of the same vocabulary that agrees with it only partly, and models for the seed's
         methods whose acceptance is known in advance: chain/ (Qwen3, next token fixed by the
-        current one), dflash/ (a DFlash draft for it: acceptance 1/k) and mtp/ (Qwen3-Next with
-        one MTP layer: acceptance 1.0); with --quantization gptq-4bit also mtp-gptq/ (mtp/ as a
-        GPTQ 4-bit checkpoint with a BF16 MTP head, the seed checkpoint's shape). Nothing is
+        current one), dflash/ (a DFlash draft for it: acceptance 1/k), mtp/ (Qwen3-Next with
+        one MTP layer: acceptance 1.0) and mtp35/ (the same chain as a dense Qwen3.5 text model,
+        Qwen3_5ForCausalLM); with --quantization gptq-4bit also mtp-gptq/ (mtp/ as a GPTQ 4-bit
+        checkpoint with a BF16 MTP head, the seed checkpoint's shape), mtp35-gptq/ (mtp35/ so,
+        no rule about mtp.*) and mtp35-gptq-mtprule/ (with a -:.*mtp.* rule). Nothing is
         downloaded."""
         from bench.tinymodel import GptqOptions, TinyModelSpec, make_tiny_models
 
@@ -79,7 +85,17 @@ def register(app: typer.Typer) -> None:
         if as_json:
             typer.echo(made.model_dump_json(indent=2))
             return
-        for model in (made.target, made.draft, made.chain, made.dflash, made.mtp, made.mtp_gptq):
+        for model in (
+            made.target,
+            made.draft,
+            made.chain,
+            made.dflash,
+            made.mtp,
+            made.mtp35,
+            made.mtp_gptq,
+            made.mtp35_gptq,
+            made.mtp35_gptq_mtprule,
+        ):
             if model is None:
                 continue
             typer.echo(

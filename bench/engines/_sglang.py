@@ -32,6 +32,9 @@ SPECULATIVE_ALGORITHMS = frozenset(
 #: the names that run a target's own MTP head (NEXTN and EAGLE both resolve to EAGLE,
 #: speculative_hook.py:69-77); 0.5.19 has no algorithm called MTP
 MTP_ALGORITHMS = frozenset({"NEXTN", "EAGLE"})
+#: a separate small draft model run autoregressively by the EAGLE worker (speculative/
+#: standalone_worker*.py): what vLLM calls draft_model
+DRAFT_MODEL_ALGORITHMS = frozenset({"STANDALONE"})
 
 
 class SGLang(Engine):
@@ -161,12 +164,20 @@ class SGLang(Engine):
             path = flag_value(cfg.args, "--speculative-draft-model-path")
             if draft is not None and path != draft.path:
                 problems.append(f"--speculative-draft-model-path {path!r} != {draft.path}")
-        elif cfg.method == "MTP":
-            if algo not in MTP_ALGORITHMS:
-                problems.append(f"--speculative-algorithm {algo!r} is not an MTP algorithm")
+        elif cfg.method in ("MTP", "DRAFT_MODEL"):
+            wanted = MTP_ALGORITHMS if cfg.method == "MTP" else DRAFT_MODEL_ALGORITHMS
+            if algo not in wanted:
+                problems.append(
+                    f"--speculative-algorithm {algo!r} is not one of {sorted(wanted)} "
+                    f"({cfg.method})"
+                )
             steps = flag_value(cfg.args, "--speculative-num-steps")
             if steps != str(k):
                 problems.append(f"--speculative-num-steps {steps} != spec_num_tokens ({k})")
+            draft = experiment.draft_for(cfg) if cfg.method == "DRAFT_MODEL" else None
+            path = flag_value(cfg.args, "--speculative-draft-model-path")
+            if draft is not None and path != draft.path:
+                problems.append(f"--speculative-draft-model-path {path!r} != {draft.path}")
         else:
             problems.append(f"method {cfg.method} is not wired for SGLang in specbench")
         return problems

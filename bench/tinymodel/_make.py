@@ -21,7 +21,9 @@ from bench.tinymodel._chain import (
 )
 from bench.tinymodel._dflash import copy_logits, dflash_config, dflash_weights
 from bench.tinymodel._gptq import GptqOptions, gptq_mtp_weights, gptq_quantization_config
+from bench.tinymodel._gptq35 import gptq35_quantization_config, gptq_qwen35_weights
 from bench.tinymodel._qwen3next import qwen3_next_config, qwen3_next_weights
+from bench.tinymodel._qwen35 import qwen35_config, qwen35_weights
 from bench.tinymodel._safetensors import write_safetensors
 from bench.tinymodel._spec import TinyModel, TinyModels, TinyModelSpec
 from bench.tinymodel._tokenizer import (
@@ -107,6 +109,40 @@ def _write_gptq_mtp(
     )
 
 
+def _write_gptq_mtp35(
+    out_dir: Path,
+    spec: TinyModelSpec,
+    options: GptqOptions,
+    chain: tuple[int, F32, F32],
+    texts: dict[str, str],
+) -> dict[str, TinyModel]:
+    """``mtp35`` GPTQ-packed (bench/tinymodel/_gptq35.py), its MTP head BF16, twice: without a
+    rule about ``mtp.*`` (``mtp35_gptq``) and with ``-:.*mtp.*`` (``mtp35_gptq_mtprule``); the
+    same tensors."""
+    vocab_size, embedding, head = chain
+    made = gptq_qwen35_weights(spec, vocab_size, embedding, head, options)
+    config = json.loads(texts["config.json"])
+    out: dict[str, TinyModel] = {}
+    for key, folder, mtprule in (
+        ("mtp35_gptq", "mtp35-gptq", False),
+        ("mtp35_gptq_mtprule", "mtp35-gptq-mtprule", True),
+    ):
+        config["quantization_config"] = gptq35_quantization_config(
+            options, made.modules, mtprule=mtprule
+        )
+        rule = "a -:.*mtp.* rule" if mtprule else "no rule about mtp.*"
+        out[key] = _write_model(
+            out_dir / folder,
+            made.dense,
+            texts | {"config.json": _json_text(config)},
+            f"qwen3.5 mtp chain target, gptq 4-bit, bf16 mtp head, {rule}",
+            spec,
+            tensors=made.tensors,
+            extra={"gptq": options.model_dump()},
+        )
+    return out
+
+
 def make_tiny_models(
     out_dir: Path,
     seed: int = 0,
@@ -119,9 +155,12 @@ def make_tiny_models(
     methods' models with answers known in advance (bench/tinymodel/_chain.py):
     ``out_dir/chain`` (Qwen3, next token ``sigma(t)``), ``out_dir/dflash`` (a DFlash draft
     that predicts ``sigma`` of its block's real token at every slot) and ``out_dir/mtp``
-    (Qwen3-Next with one MTP layer that predicts the chain's next token exactly); with ``gptq``,
-    also ``out_dir/mtp-gptq``: ``mtp`` as a GPTQ 4-bit checkpoint whose MTP head stays BF16
-    (bench/tinymodel/_gptq.py), same answers.
+    (Qwen3-Next with one MTP layer that predicts the chain's next token exactly) and
+    ``out_dir/mtp35`` (the same as a dense Qwen3.5 text model, bench/tinymodel/_qwen35.py); with
+    ``gptq``, also ``out_dir/mtp-gptq``: ``mtp`` as a GPTQ 4-bit checkpoint whose MTP head stays
+    BF16 (bench/tinymodel/_gptq.py), and ``out_dir/mtp35-gptq`` / ``out_dir/mtp35-gptq-mtprule``:
+    ``mtp35`` so, without / with a ``-:.*mtp.*`` rule (bench/tinymodel/_gptq35.py); same
+    answers.
 
     ``seed`` overrides ``spec.seed``. Nothing is downloaded; no torch is needed."""
     spec = (spec or TinyModelSpec()).model_copy(update={"seed": seed})
@@ -145,6 +184,9 @@ def make_tiny_models(
     margin = min(check_chain(embedding, head, sigma), _check_copy(embedding, head, sigma, bos_id))
     mtp_texts = texts | {
         "config.json": _json_text(qwen3_next_config(spec, vocab_size, bos_id, eos_id))
+    }
+    mtp35_texts = texts | {
+        "config.json": _json_text(qwen35_config(spec, vocab_size, bos_id, eos_id))
     }
     dflash_texts = texts | {"config.json": _json_text(dflash_config(spec, vocab_size, bos_id))}
     del dflash_texts["generation_config.json"]
@@ -171,6 +213,13 @@ def make_tiny_models(
                 "mtp chain target",
                 spec,
             ),
+            "mtp35": _write_model(
+                out_dir / "mtp35",
+                qwen35_weights(spec, vocab_size, embedding, head),
+                mtp35_texts,
+                "qwen3.5 mtp chain target",
+                spec,
+            ),
         }
         if gptq is not None:
             made["mtp_gptq"] = _write_gptq_mtp(
@@ -180,6 +229,9 @@ def make_tiny_models(
                 (vocab_size, embedding, head),
                 texts,
                 (bos_id, eos_id),
+            )
+            made |= _write_gptq_mtp35(
+                out_dir, spec, gptq, (vocab_size, embedding, head), mtp35_texts
             )
     except OSError as err:
         raise InputError(str(out_dir), f"cannot write: {err}") from None

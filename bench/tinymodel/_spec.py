@@ -42,8 +42,10 @@ class TinyModels(StrictModel):
     """The target and its partial draft, and the seed methods' chain models (same tokenizer
     and vocabulary; bench/tinymodel/_chain.py): ``chain`` (a Qwen3 target with a known next
     token), ``dflash`` (a DFlash draft for ``chain``; it loads against ``target`` too) and
-    ``mtp`` (a Qwen3-Next chain target with one MTP layer); ``mtp_gptq``, when asked for: ``mtp``
-    GPTQ-packed, its MTP head BF16."""
+    ``mtp`` (a Qwen3-Next chain target with one MTP layer), ``mtp35`` (the same chain as a dense
+    Qwen3.5 text model, ``Qwen3_5ForCausalLM``); when asked for, ``mtp_gptq`` (``mtp``
+    GPTQ-packed, its MTP head BF16) and ``mtp35_gptq`` / ``mtp35_gptq_mtprule`` (``mtp35`` so,
+    without / with a ``-:.*mtp.*`` rule)."""
 
     spec: TinyModelSpec
     vocab_size: int
@@ -55,6 +57,13 @@ class TinyModels(StrictModel):
     #: ``mtp`` as a GPTQ 4-bit checkpoint with a BF16 MTP head (bench/tinymodel/_gptq.py), when
     #: asked for
     mtp_gptq: TinyModel | None = None
+    #: the MTP chain target as a dense Qwen3.5 text model (bench/tinymodel/_qwen35.py)
+    mtp35: TinyModel
+    #: ``mtp35`` as a GPTQ 4-bit checkpoint with a BF16 MTP head and no rule about ``mtp.*``
+    #: (bench/tinymodel/_gptq35.py: the seed's shape), when asked for
+    mtp35_gptq: TinyModel | None = None
+    #: the same tensors with a ``-:.*mtp.*`` GPTQ ``dynamic`` rule, when asked for
+    mtp35_gptq_mtprule: TinyModel | None = None
     #: DFlash's mask token (``dflash_config.mask_token_id``): ``<|endoftext|>``
     mask_token_id: int
     #: the chain's next token of every ordinary token id (``sigma``)
