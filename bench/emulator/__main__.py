@@ -62,6 +62,12 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="vLLM: log the CUDA graph table every stats interval (as the real flag does)",
     )
+    parser.add_argument(
+        "--eager",
+        action="store_true",
+        default=None,
+        help="the configuration runs eager (the engine's eager flag): no graph is captured",
+    )
     return parser
 
 
@@ -79,6 +85,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             spec_tokens=args.spec_tokens,
             tensor_parallel=args.tensor_parallel,
             cudagraph_metrics=args.cudagraph_metrics,
+            eager=args.eager,
         )
     except (ProfileError, ValueError) as err:
         print(f"bench.emulator: error: {err}", file=sys.stderr)

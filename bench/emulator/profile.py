@@ -136,6 +136,9 @@ class Profile(_Strict):
     max_total_num_tokens: int = Field(default=60000, ge=1)
     #: vLLM --cudagraph-metrics: log the per-interval CUDA graph table
     cudagraph_metrics: bool = False
+    #: the server was told to run eager (vLLM --enforce-eager, SGLang --disable-cuda-graph or
+    #: --cuda-graph-backend-decode disabled): no graph captured, every step eager
+    eager: bool = False
     #: decode step time multiplier when steps run eager (eager_fallback, graphs_unused)
     eager_slowdown: float = Field(default=3.0, ge=1.0)
     failures: FailureSettings = FailureSettings()
@@ -190,7 +193,7 @@ class Profile(_Strict):
 
     @property
     def graphs_captured(self) -> bool:
-        return not self.has(FailMode.EAGER_FALLBACK)
+        return not self.eager and not self.has(FailMode.EAGER_FALLBACK)
 
     @property
     def graphs_used(self) -> bool:
@@ -207,6 +210,7 @@ class Profile(_Strict):
         spec_tokens: int | None = None,
         cudagraph_metrics: bool | None = None,
         tensor_parallel: int | None = None,
+        eager: bool | None = None,
     ) -> Profile:
         """A copy with CLI/test overrides applied (and validated). ``spec_tokens`` runs the
         profile at another speculative depth (``SpecSettings.at_depth``)."""
@@ -230,6 +234,8 @@ class Profile(_Strict):
             data["cudagraph_metrics"] = cudagraph_metrics
         if tensor_parallel is not None:
             data["tensor_parallel"] = tensor_parallel
+        if eager is not None:
+            data["eager"] = eager
         return Profile.model_validate(data)
 
 

@@ -36,6 +36,7 @@ def resolve_profile(
     spec_tokens: int | None = None,
     cudagraph_metrics: bool | None = None,
     tensor_parallel: int | None = None,
+    eager: bool | None = None,
 ) -> Profile:
     """The profile to run: by name/path (default ``<engine>-dflash``), with overrides."""
     if isinstance(profile, Profile):
@@ -53,6 +54,7 @@ def resolve_profile(
         spec_tokens=spec_tokens,
         cudagraph_metrics=cudagraph_metrics,
         tensor_parallel=tensor_parallel,
+        eager=eager,
     )
 
 

@@ -158,6 +158,9 @@ class Engine:
     stats_interval_s: float | None = None
     #: observability flags the emulator is told about, so it logs what the server would
     emulator_passthrough: tuple[str, ...] = ()
+    #: (flag, value) pairs that make the server run eager (value None: the flag alone); the
+    #: emulator standing in for such a configuration is started with --eager
+    eager_flags: tuple[tuple[str, str | None], ...] = ()
     version_regex: str = ""
     # The engine's own start-up record of its tensor-parallel size (group 1), one line.
     tensor_parallel_regex: str = ""
@@ -249,7 +252,17 @@ class Engine:
         for mode in cfg.emulator.fail:
             argv += ["--fail", mode]
         argv += [f for f in self.emulator_passthrough if flag_value(cfg.args, f) is not None]
+        if self.runs_eager(cfg.args):
+            argv.append("--eager")
         return argv
+
+    def runs_eager(self, args: list[str]) -> bool:
+        """Whether ``args`` tell the server to run without graphs (``eager_flags``)."""
+        for flag, value in self.eager_flags:
+            given = flag_value(args, flag)
+            if given is not None and (value is None or given == value):
+                return True
+        return False
 
     def container_spec(
         self,

@@ -53,6 +53,9 @@ class SGLang(Engine):
     ready_regex = r"The server is fired up and ready to roll!"
     plumbing_flags = ("--host", "--port", "--served-model-name", "--enable-metrics")
     admission_flag = "--max-running-requests"
+    # server_args.py (0.5.17/0.5.19): --disable-cuda-graph is a deprecated alias that disables
+    # both phases; --cuda-graph-backend-decode disabled is its replacement for decode
+    eager_flags = (("--disable-cuda-graph", None), ("--cuda-graph-backend-decode", "disabled"))
     # the Mamba state cache lowers the cap (the seed's five live requests for DFlash)
     # (the scheduler's capacity line, sglang/srt/managers/scheduler.py:1145-1153, states the cap
     # it resolved; the last match wins)

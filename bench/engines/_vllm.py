@@ -128,6 +128,7 @@ class VLLM(Engine):
         use_needs_flag="--cudagraph-metrics",
     )
     emulator_passthrough = ("--cudagraph-metrics",)
+    eager_flags = (("--enforce-eager", None),)
     accept_length_pattern = LogPattern(
         code="accept_length",
         regex=r"SpecDecoding metrics: Mean acceptance length: ([0-9.]+),",

@@ -126,7 +126,17 @@ def _find_wheel(wheels: Path, pkg: PinnedPackage) -> Path | None:
     return hits[0] if hits else None
 
 
-def download_wheel(pkg: PinnedPackage, wheels: Path) -> Path:
+def platform_args(python_version: str) -> tuple[str, ...]:
+    """PIP_PLATFORM_ARGS for another CPython version (a release whose only wheel is built for
+    it, e.g. sglang 0.5.17: cp312 only)."""
+    args = list(PIP_PLATFORM_ARGS)
+    args[args.index("--python-version") + 1] = python_version
+    return tuple(args)
+
+
+def download_wheel(
+    pkg: PinnedPackage, wheels: Path, pip_args: tuple[str, ...] = PIP_PLATFORM_ARGS
+) -> Path:
     """The pinned wheel in ``wheels``, downloaded with ``pip download --no-deps`` if absent."""
     existing = _find_wheel(wheels, pkg)
     if existing is not None:
@@ -139,7 +149,7 @@ def download_wheel(pkg: PinnedPackage, wheels: Path) -> Path:
         "download",
         "--no-deps",
         "--disable-pip-version-check",
-        *PIP_PLATFORM_ARGS,
+        *pip_args,
         "--dest",
         str(wheels),
         f"{pkg.name}=={pkg.version}",
@@ -197,7 +207,9 @@ def _cached_source(pkg: PinnedPackage, dest: Path) -> UpstreamSource | None:
         return None  # a damaged marker: extract again
 
 
-def ensure_source(pkg: PinnedPackage, cache: Path | None = None) -> UpstreamSource:
+def ensure_source(
+    pkg: PinnedPackage, cache: Path | None = None, pip_args: tuple[str, ...] = PIP_PLATFORM_ARGS
+) -> UpstreamSource:
     """The extracted sources of ``pkg``: reused from the cache, else downloaded and extracted.
 
     Under an exclusive file lock per package: the test suite runs in several processes
@@ -210,7 +222,7 @@ def ensure_source(pkg: PinnedPackage, cache: Path | None = None) -> UpstreamSour
         cached = _cached_source(pkg, dest)
         if cached is not None:
             return cached
-        wheel = download_wheel(pkg, root / "wheels")
+        wheel = download_wheel(pkg, root / "wheels", pip_args)
         return extract_sources(wheel, pkg, dest)
 
 
@@ -219,6 +231,19 @@ def ensure_sources(
 ) -> dict[str, UpstreamSource]:
     """Every pinned engine's sources, keyed by engine name ("vllm", "sglang")."""
     return {p.engine: ensure_source(p, cache) for p in pinned_packages(experiment_path)}
+
+
+def ensure_release_source(
+    engine: str, version: str, python_version: str = "3.11", cache: Path | None = None
+) -> UpstreamSource:
+    """The extracted sources of another release of a pinned engine (not the experiment's pin),
+    in the same cache and layout: e.g. sglang 0.5.17, the GPU tier's release, whose only wheel
+    is cp312 (``python_version="3.12"``). The wheel's sha256 is recorded in the marker as for
+    the pinned ones. The pinned versions (pinned_packages) are not affected."""
+    if engine not in ENGINE_PACKAGES:
+        raise InputError("engine", f"{engine!r} is not one of {sorted(ENGINE_PACKAGES)}")
+    pkg = PinnedPackage(engine=engine, name=ENGINE_PACKAGES[engine], version=version)
+    return ensure_source(pkg, cache, platform_args(python_version))
 
 
 def patches_sha256(patch_dir: Path = PATCH_DIR) -> str:

@@ -153,3 +153,24 @@ def test_vllm_speculative_config_method_and_draft_path(
 ) -> None:
     cfg = _with_spec(exp, name, spec)
     assert get_engine("vllm").spec_problems(cfg, exp) == problems  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("engine", "args", "eager"),
+    [
+        ("vllm", ["--enforce-eager"], True),
+        ("vllm", ["--max-num-seqs", "4"], False),
+        ("sglang", ["--disable-cuda-graph"], True),
+        ("sglang", ["--cuda-graph-backend-decode", "disabled"], True),
+        ("sglang", ["--cuda-graph-backend-decode=disabled"], True),
+        ("sglang", ["--cuda-graph-backend-decode", "full"], False),
+        # prefill graphs off (the seed's flag) leaves decode graphs on
+        ("sglang", ["--cuda-graph-backend-prefill", "disabled"], False),
+    ],
+)
+def test_the_emulator_runs_eager_when_the_configuration_does(
+    engine: str, args: list[str], eager: bool
+) -> None:
+    cfg = EXP.configuration(f"{engine}-baseline").model_copy(update={"args": args})
+    argv = get_engine(engine).emulator_argv(cfg, host="127.0.0.1", port=1)
+    assert ("--eager" in argv) is eager
