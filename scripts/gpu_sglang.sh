@@ -167,6 +167,10 @@ gptq() { # the seed's bug: the stock tree for mtp-stock, the patched one for the
   matrix tiny-sglang-gpu-gptq
   report tiny-sglang-gpu-gptq
 }
+gptqp() { # the patched configurations alone, each server given READY_S (default 150 s)
+  matrix tiny-sglang-gpu-gptq --only baseline --only mtp --ready-timeout "${READY_S:-150}"
+  report tiny-sglang-gpu-gptq
+}
 rule() { # the shape that hides the bug, stock only
   SGLANG_TREE=stock device_env
   matrix tiny-sglang-gpu-gptq-mtprule
