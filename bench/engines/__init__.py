@@ -16,7 +16,9 @@ from bench.engines._base import (
     Engine,
     GraphPatterns,
     LogPattern,
+    ResolvedPattern,
     flag_value,
+    resolved_settings,
 )
 from bench.engines._cpu_kernel import CPU_KERNEL_REGEX, cpu_kernel_from_log
 from bench.engines._experiment import load_experiment, load_pinned_experiment, parse_experiment
@@ -33,6 +35,7 @@ __all__ = [
     "GraphPatterns",
     "LogPattern",
     "PlanEntry",
+    "ResolvedPattern",
     "cpu_kernel_from_log",
     "engine_names",
     "flag_value",
@@ -41,4 +44,5 @@ __all__ = [
     "load_pinned_experiment",
     "parse_experiment",
     "plan_entries",
+    "resolved_settings",
 ]

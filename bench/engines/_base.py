@@ -42,6 +42,31 @@ class LogPattern:
 
 
 @dataclass(frozen=True)
+class ResolvedPattern:
+    """One setting the engine resolves at start and states in its own log (the attention
+    backend, the graph mode of a phase): ``name`` gets group 1 of the first line matching
+    ``regex``, or ``value`` when given. Patterns of the same name are tried in order."""
+
+    name: str
+    regex: str
+    source: str
+    value: str | None = None
+
+
+def resolved_settings(log: str, patterns: tuple[ResolvedPattern, ...]) -> dict[str, str]:
+    """What the engine itself resolved, read from its log: ``{name: value}`` for every name
+    some pattern found (a name no line states is left out, never guessed)."""
+    out: dict[str, str] = {}
+    for pat in patterns:
+        if pat.name in out:
+            continue
+        m = re.search(pat.regex, log, flags=re.MULTILINE)
+        if m is not None:
+            out[pat.name] = pat.value if pat.value is not None else m.group(1)
+    return out
+
+
+@dataclass(frozen=True)
 class GraphPatterns:
     """How an engine's own log shows CUDA graphs: captured at start, and used per step.
 
@@ -58,6 +83,9 @@ class GraphPatterns:
     baseline_phase: str
     speculative_phase: str
     use_needs_flag: str | None = None
+    #: the line that opens a capture (group 1: what is captured); a begin with no ``captured``
+    #: line after it, in a server that never got ready, is a hang inside the capture
+    capture_begin: LogPattern | None = None
 
     def needed(self, speculative: bool) -> str:
         return self.speculative_phase if speculative else self.baseline_phase
@@ -156,6 +184,8 @@ class Engine:
     #: seconds between the engine's periodic stats records (graph use, acceptance length), when
     #: they are time-based: a measured window shorter than this logs none of its own
     stats_interval_s: float | None = None
+    #: settings the engine resolves itself and logs (attention backend, graph mode per phase)
+    resolved_patterns: tuple[ResolvedPattern, ...] = ()
     #: observability flags the emulator is told about, so it logs what the server would
     emulator_passthrough: tuple[str, ...] = ()
     #: (flag, value) pairs that make the server run eager (value None: the flag alone); the

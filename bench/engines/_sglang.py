@@ -13,6 +13,7 @@ from bench.engines._base import (
     Engine,
     GraphPatterns,
     LogPattern,
+    ResolvedPattern,
     flag_value,
     has_flag,
     with_flag,
@@ -111,6 +112,45 @@ class SGLang(Engine):
         used_values=frozenset({"True"}),
         baseline_phase="target decode",
         speculative_phase="target verify",
+        capture_begin=LogPattern(
+            code="cuda_graph_capture_begin",
+            regex=r"Capture (target (?:decode|verify|prefill)) CUDA graph begin\.",
+            message="a CUDA graph capture began",
+            source="sglang/srt/model_executor/model_runner_components/cuda_graph_setup.py:551"
+            " (0.5.19)",
+            severity="info",
+        ),
+    )
+    # What the server resolved, from its own log (the seed's host may run spec decode eager
+    # silently): the server_args line (entrypoints/engine.py; a ServerArgs(...) repr in 0.5.17,
+    # a resolved dict in 0.5.19) holds the attention backend and each phase's graph backend;
+    # the target's capture line (cuda_graph_setup.py:551 in 0.5.19) the decode one it used.
+    resolved_patterns = (
+        ResolvedPattern(
+            "attention_backend",
+            r"server_args=.*?[(,{ ]'?attention_backend'?(?:=|: )'([\w-]+)'",
+            "sglang/srt/entrypoints/engine.py (the server_args line)",
+        ),
+        ResolvedPattern(
+            "decode_graphs",
+            r"Capture target (?:decode|verify) CUDA graph begin\. backend=(\w+)",
+            "sglang/srt/model_executor/model_runner_components/cuda_graph_setup.py:551 (0.5.19)",
+        ),
+        ResolvedPattern(
+            "decode_graphs",
+            r"server_args=.*?\bdecode=PhaseConfig\(backend='(\w+)'",
+            "sglang/srt/entrypoints/engine.py (the server_args line: cuda_graph_config)",
+        ),
+        ResolvedPattern(
+            "prefill_graphs",
+            r"Capture target prefill CUDA graph begin\. backend=(\w+)",
+            "sglang/srt/model_executor/model_runner_components/cuda_graph_setup.py (prefill)",
+        ),
+        ResolvedPattern(
+            "prefill_graphs",
+            r"server_args=.*?\bprefill=PhaseConfig\(backend='(\w+)'",
+            "sglang/srt/entrypoints/engine.py (the server_args line: cuda_graph_config)",
+        ),
     )
     accept_length_pattern = LogPattern(
         code="accept_length",

@@ -10,7 +10,14 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Final
 
-from bench.engines._base import Engine, GraphPatterns, LogPattern, flag_value, with_flag
+from bench.engines._base import (
+    Engine,
+    GraphPatterns,
+    LogPattern,
+    ResolvedPattern,
+    flag_value,
+    with_flag,
+)
 
 if TYPE_CHECKING:
     from bench.schema import Configuration, Experiment
@@ -128,6 +135,21 @@ class VLLM(Engine):
         use_needs_flag="--cudagraph-metrics",
     )
     emulator_passthrough = ("--cudagraph-metrics",)
+    # What the engine resolved, from its own log: the attention backend the platform picked
+    # (vllm/platforms/cuda.py:509 in 0.33.0, :482 in 0.26.0) and the CUDA-graph mode of the
+    # engine config it starts with (v1/engine/core.py:140, compilation_config's repr)
+    resolved_patterns = (
+        ResolvedPattern(
+            "attention_backend",
+            r"Using (\w+) attention backend out of potential backends",
+            "vllm/platforms/cuda.py:509 (0.33.0)",
+        ),
+        ResolvedPattern(
+            "decode_graphs",
+            r"with config: .*?'cudagraph_mode': <CUDAGraphMode\.(\w+)",
+            "vllm/v1/engine/core.py:140 (0.33.0): compilation_config.cudagraph_mode",
+        ),
+    )
     eager_flags = (("--enforce-eager", None),)
     accept_length_pattern = LogPattern(
         code="accept_length",

@@ -22,6 +22,7 @@ from bench.engines import (
     cpu_kernel_from_log,
     flag_value,
     get_engine,
+    resolved_settings,
 )
 from bench.matrix._artifacts import Artifacts
 from bench.matrix._launch import (
@@ -44,6 +45,7 @@ from bench.measure import (
     measure_level,
     probe_level,
     scan_log,
+    why_not_ready,
 )
 from bench.schema import (
     AdmissionCap,
@@ -259,12 +261,26 @@ def run_configuration(ctx: RunContext, cfg: Configuration, outcome: Outcome) -> 
     sampler = None
     to_probe: list[tuple[int, RunSpec, Measured]] = []
     try:
-        secs = wait_ready(
-            server,
-            paths=(engine.health_path, engine.ready_path),
-            timeout_s=opts.ready_timeout_s or exp.server.ready_timeout_s,
-            what=cfg.name,
-        )
+        try:
+            secs = wait_ready(
+                server,
+                paths=(engine.health_path, engine.ready_path),
+                timeout_s=opts.ready_timeout_s or exp.server.ready_timeout_s,
+                what=cfg.name,
+            )
+        except RunError as err:
+            # Name what the log shows (skipped draft tensors, a capture that never ended) so a
+            # server that never got ready is not read as a timing accident.
+            why = why_not_ready(
+                server.log_text(),
+                engine.load_patterns,
+                engine.graph_patterns,
+                speculative=cfg.speculative,
+            )
+            if not why:
+                raise
+            found = "".join(f"\n  - {w}" for w in why)
+            raise RunError(f"{err}\nthe server log also shows:{found}") from err
         ready = "(started with the others)" if prestarted else f"after {secs:.1f} s"
         progress.log(f"{cfg.name}: ready {ready}")
         load_log = server.log_text()
@@ -375,6 +391,7 @@ def run_configuration(ctx: RunContext, cfg: Configuration, outcome: Outcome) -> 
                 else [],
                 cpu_kernel=cpu_kernel,
                 tensor_parallel=tensor_parallel,
+                resolved=resolved_settings(log, engine.resolved_patterns),
             )
             payload = payload.model_copy(
                 update={"evidence": payload.evidence.model_copy(update={"launch": launch})}

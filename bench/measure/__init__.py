@@ -33,6 +33,7 @@ from bench.measure._validity import (
     judge,
     scan_log,
     throttle_warnings,
+    why_not_ready,
 )
 from bench.measure._workload import (
     NONCE_PREFIX,
@@ -79,4 +80,5 @@ __all__ = [
     "snapshot",
     "split_base_url",
     "throttle_warnings",
+    "why_not_ready",
 ]

@@ -59,6 +59,38 @@ def scan_log(text: str, patterns: tuple[LogPattern, ...], speculative: bool) -> 
     return out
 
 
+def why_not_ready(
+    log: str,
+    patterns: tuple[LogPattern, ...],
+    graphs: GraphPatterns | None,
+    *,
+    speculative: bool,
+) -> list[str]:
+    """What a server that never got ready had logged that explains it: every 'invalid' load
+    rule that matched (distinct keys counted, as for a payload), and a CUDA-graph capture that
+    began and never ended (a hang inside the capture hides the error that caused it)."""
+    out: list[str] = []
+    by_code: dict[str, list[LogFinding]] = {}
+    for f in scan_log(log, patterns, speculative):
+        if f.severity == "invalid":
+            by_code.setdefault(f.code, []).append(f)
+    for code, found in by_code.items():
+        keys = list(dict.fromkeys(f.key for f in found))
+        shown = ", ".join(keys[:MAX_EVIDENCE])
+        out.append(f"{code}: {found[0].message}: {len(keys)} distinct ({shown})")
+    if graphs is not None and graphs.capture_begin is not None:
+        lines = log.splitlines()
+        begun = [i for i, ln in enumerate(lines) if graphs.capture_begin.search(ln)]
+        ended = [i for i, ln in enumerate(lines) if graphs.captured.search(ln)]
+        if begun and (not ended or ended[-1] < begun[-1]):
+            out.append(
+                "cuda_graph_capture_hung: the server stopped in a CUDA graph capture "
+                f"({lines[begun[-1]].strip()!r} has no end line); run the configuration eager "
+                "to see the error the capture hides"
+            )
+    return out
+
+
 def _reason(code: str, message: str, evidence: list[str]) -> ValidityReason:
     return ValidityReason(code=code, message=message, evidence=evidence[:MAX_EVIDENCE])
 
@@ -321,6 +353,7 @@ def judge(
     window_accept_lengths: list[float] | None = None,
     cpu_kernel: CpuKernel | None = None,
     tensor_parallel: TensorParallelEvidence | None = None,
+    resolved: dict[str, str] | None = None,
 ) -> Payload:
     """The payload with its validity block extended by the matrix's rules (codes not repeated),
     and, given a graph check or load checks, the server-log evidence block."""
@@ -339,7 +372,13 @@ def judge(
     reasons = [*payload.evidence.validity.reasons, *extra]
     validity = Validity.from_reasons(reasons)
     server_log = payload.evidence.server_log
-    if graphs is not None or load_checks or cpu_kernel is not None or tensor_parallel is not None:
+    if (
+        graphs is not None
+        or load_checks
+        or cpu_kernel is not None
+        or tensor_parallel is not None
+        or resolved
+    ):
         server_log = ServerLogEvidence(
             load_checks=list(load_checks),
             load_failures=sum(1 for f in findings if f.severity == "invalid"),
@@ -347,6 +386,7 @@ def judge(
             accept_lengths=window_accept_lengths or [],
             cpu_kernel=cpu_kernel,
             tensor_parallel=tensor_parallel,
+            resolved=resolved or {},
         )
     evidence = payload.evidence.model_copy(
         update={

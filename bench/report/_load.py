@@ -22,6 +22,7 @@ from bench.report._machine import (
     hardware_tables,
     pins_table,
     provenance_tables,
+    resolved_table,
     telemetry_view,
 )
 from bench.report._model import (
@@ -400,6 +401,7 @@ def load_artifacts(artifacts_dir: Path) -> RunSet:
     tables = [
         *hardware_tables(hw),
         *cpu_kernel_table(by_key),
+        *resolved_table(by_key),
         *(provenance_tables(prov) if prov else []),
         *(pins_table(lock) if lock is not None else []),
     ]

@@ -103,6 +103,37 @@ def cpu_kernel_table(payloads: dict[str, Payload]) -> list[Table]:
     ]
 
 
+#: the settings an engine resolves itself (bench.engines ResolvedPattern names), in report order
+RESOLVED = (
+    ("attention_backend", "Attention backend"),
+    ("decode_graphs", "Decode graphs"),
+    ("prefill_graphs", "Prefill graphs"),
+)
+
+
+def resolved_table(payloads: dict[str, Payload]) -> list[Table]:
+    """What each server resolved at start, as its own log stated it (attention backend, graph
+    mode per phase): one row per configuration and engine version, "not stated" where its log
+    said nothing. A server that silently ran eager shows here, whatever its flags asked."""
+    rows: dict[tuple[str, ...], None] = {}
+    for key, p in payloads.items():
+        sl = p.evidence.server_log
+        if sl is None or not sl.resolved:
+            continue
+        config = key.rsplit("-c", 1)[0]
+        row = (config, f"{p.engineName} {p.engineVersion}")
+        rows[row + tuple(sl.resolved.get(k, "not stated") for k, _ in RESOLVED)] = None
+    if not rows:
+        return []
+    return [
+        Table(
+            title="Resolved by the engine (from its own log)",
+            header=("Configuration", "Engine", *(label for _, label in RESOLVED)),
+            rows=tuple(rows),
+        )
+    ]
+
+
 def provenance_tables(prov: dict[str, Any]) -> list[Table]:
     git = prov.get("git") if isinstance(prov.get("git"), dict) else {}
     exp = prov.get("experiment") if isinstance(prov.get("experiment"), dict) else {}

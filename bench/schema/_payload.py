@@ -293,6 +293,12 @@ class ServerLogEvidence(StrictModel):
         default=None, description="the kernel build a CPU engine ran (None on GPUs)"
     )
     tensor_parallel: TensorParallelEvidence | None = None
+    resolved: dict[str, str] = Field(
+        default_factory=dict,
+        description="what the engine itself resolved at start, from its own log "
+        "(attention_backend, decode_graphs, prefill_graphs); a setting no line stated is "
+        "absent, never guessed",
+    )
 
 
 class AdmissionCap(StrictModel):
