@@ -2,7 +2,8 @@
 
 Written by hand (the container has no prometheus_client) in the layout prometheus_client's
 ``generate_latest`` produces: ``# HELP``/``# TYPE`` per family, a counter ``x`` exposed as
-``x_total`` plus an ``x_created`` gauge family, labels sorted by name, values as Go floats.
+``x_total`` plus an ``x_created`` gauge family (vLLM; not SGLang, whose multiprocess collector
+has none), labels sorted by name, values as Go floats.
 Names, help texts and labels come from bench/emulator/formats.py (upstream cited there).
 """
 
@@ -53,12 +54,15 @@ def _family(lines: list[str], name: str, doc: str, kind: str, samples: Sequence[
 
 
 def _counter(
-    lines: list[str], spec: tuple[str, str], samples: Sequence[Sample], created: float
+    lines: list[str], spec: tuple[str, str], samples: Sequence[Sample], created: float | None
 ) -> None:
+    """A counter; its ``_created`` gauge family unless ``created`` is None (SGLang's
+    multiprocess Prometheus collector exposes none: tests/fixtures/sglang-gpu/rec/metrics.txt)."""
     name, doc = spec
     base = name.removesuffix("_total")
     _family(lines, f"{base}_total", doc, "counter", samples)
-    _family(lines, f"{base}_created", doc, "gauge", [(lab, created) for lab, _ in samples])
+    if created is not None:
+        _family(lines, f"{base}_created", doc, "gauge", [(lab, created) for lab, _ in samples])
 
 
 def render(engine: EmulatedEngine) -> str:
@@ -113,9 +117,9 @@ def _render_sglang(engine: EmulatedEngine) -> str:
     def by_stream(values: dict[str, int]) -> list[Sample]:
         return [({**tok, "is_streaming": k}, v) for k, v in sorted(values.items())]
 
-    _counter(lines, formats.SGLANG_PROMPT_TOKENS, by_stream(c.sg_prompt_tokens), c.created)
-    _counter(lines, formats.SGLANG_GENERATION_TOKENS, by_stream(c.sg_generation_tokens), c.created)
+    _counter(lines, formats.SGLANG_PROMPT_TOKENS, by_stream(c.sg_prompt_tokens), None)
+    _counter(lines, formats.SGLANG_GENERATION_TOKENS, by_stream(c.sg_generation_tokens), None)
     verify = [(tok, c.sg_verify_calls)] if c.sg_verify_calls > 0 else []
-    _counter(lines, formats.SGLANG_SPEC_VERIFY_CALLS, verify, c.created)
-    _counter(lines, formats.SGLANG_NUM_REQUESTS, by_stream(c.sg_requests), c.created)
+    _counter(lines, formats.SGLANG_SPEC_VERIFY_CALLS, verify, None)
+    _counter(lines, formats.SGLANG_NUM_REQUESTS, by_stream(c.sg_requests), None)
     return "\n".join(lines) + "\n"

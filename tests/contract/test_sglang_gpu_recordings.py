@@ -21,15 +21,17 @@ seconds, without a GPU (the numbers are the issue's items):
 
 from __future__ import annotations
 
+import io
 import json
 import re
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from bench.emulator import formats
+from bench.emulator import formats, serve_in_thread
 from bench.engines import get_engine, resolved_settings
 from bench.measure import (
     RawResponse,
@@ -322,3 +324,37 @@ def test_a_server_that_never_got_ready_is_explained_by_its_log() -> None:
     assert [w.split(":", 1)[0] for w in base] == ["cuda_graph_capture_hung"]
     # a server that got ready: nothing to explain
     assert why_not_ready(log("dflash-dflash"), SGLANG.load_patterns, GRAPHS, speculative=True) == []
+
+
+def test_mtp_counters_lose_only_the_truncated_last_step() -> None:
+    # NEXTN k=2 accepts every draft (log: 3.00); per request 127 tokens after prefill come in
+    # ceil(127 / 3) = 43 verify steps, the last one cut by max_tokens: 3 requests -> 129 steps,
+    # 258 draft tokens, 3 * (127 - 43) = 252 accepted (97.67%), never a lost draft
+    acc = payload("mtp-mtp-c1").evidence.acceptance
+    assert acc is not None
+    assert (acc.drafts, acc.draft_tokens, acc.accepted_tokens) == (129, 258, 252)
+    assert set(accept_lengths(log("mtp-mtp"), ACCEPT)) == {3.0}
+
+
+def families(text: str) -> dict[str, tuple[str, frozenset[str]]]:
+    out = {}
+    for family in text_string_to_metric_families(text):
+        if family.name.startswith("sglang:"):
+            out[family.name] = (family.type, frozenset(n for s in family.samples for n in s.labels))
+    return out
+
+
+def test_emulator_metric_families_exist_on_the_gpu_server() -> None:
+    handle = serve_in_thread("sglang", "sglang-dflash", time_scale=0.05, echo=io.StringIO())
+    try:
+        assert handle.wait_ready(60)
+        body = {"model": "tiny", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 4}
+        httpx.post(handle.base_url + "/v1/chat/completions", json=body, timeout=30)
+        emulated = families(httpx.get(handle.base_url + "/metrics", timeout=30).text)
+    finally:
+        handle.stop()
+    real = families(rec("metrics.txt"))
+    assert emulated
+    for name, (kind, labels) in sorted(emulated.items()):
+        assert name in real, f"{name}: the GPU server has no such family"
+        assert real[name] == (kind, labels), name
