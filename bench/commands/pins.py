@@ -11,9 +11,8 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-import yaml
 
-from bench.core import InputError, describe_yaml_error
+from bench.core import InputError, parse_yaml
 from bench.engines import parse_experiment
 from bench.schema import (
     Experiment,
@@ -55,11 +54,10 @@ def _experiment(path: Path, document: str | None) -> Experiment:
         data, source = read_experiment_document(path)
     elif document == "-":
         try:
-            data, source = yaml.safe_load(sys.stdin.read()), f"{path} (stdin)"
-        except yaml.YAMLError as err:
-            raise InputError(
-                "--document", f"not valid JSON/YAML: {describe_yaml_error(err)}"
-            ) from None
+            text = sys.stdin.read()
+        except UnicodeDecodeError as err:
+            raise InputError("--document", f"stdin is not UTF-8 text: {err.reason}") from None
+        data, source = parse_yaml(text, "--document (stdin)"), f"{path} (stdin)"
     else:
         raise InputError("--document", f"only '-' (stdin) is accepted, not {document!r}")
     return parse_experiment(data, source)

@@ -13,6 +13,7 @@ from bench.core._errors import (
 )
 from bench.core._files import ensure_dir, ensure_writable_file, sha256_file, write_bytes, write_text
 from bench.core._model import MutableModel, StrictModel, read_json_model
+from bench.core._read import parse_json, parse_yaml, read_json, read_text, read_yaml
 from bench.core._stats import Summary, percentile, summarize, t_cdf, welch
 from bench.core._vocab import (
     DRAFT_CHECKPOINT_METHODS,
@@ -45,8 +46,13 @@ __all__ = [
     "describe_yaml_error",
     "ensure_dir",
     "ensure_writable_file",
+    "parse_json",
+    "parse_yaml",
     "percentile",
+    "read_json",
     "read_json_model",
+    "read_text",
+    "read_yaml",
     "sha256_file",
     "summarize",
     "t_cdf",

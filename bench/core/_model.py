@@ -8,6 +8,7 @@ from typing import TypeVar
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from bench.core._errors import InputError, describe_validation_error
+from bench.core._read import parse_json, read_text
 
 
 class StrictModel(BaseModel):
@@ -32,13 +33,12 @@ def read_json_model(path: Path, model: type[M], *, source: str | None = None) ->
 
     where = source or str(path)
     try:
-        raw = path.read_bytes()
-    except OSError as err:
-        raise InputError(where, f"cannot read: {err}") from None
+        text = read_text(path)
+    except InputError as err:
+        raise InputError(where, err.reason) from None
+    # the reading layer's JSON (duplicate keys, NaN/Infinity and depth refused), then the model
+    data = parse_json(text, where)
     try:
-        # pydantic parses the JSON itself (several times faster than json.loads + validate).
-        return model.model_validate_json(raw)
+        return model.model_validate(data)
     except ValidationError as err:
-        if err.errors()[0]["type"] == "json_invalid":
-            raise InputError(where, f"cannot read JSON: {err.errors()[0]['msg']}") from None
         raise describe_validation_error(where, err) from None

@@ -12,7 +12,7 @@ import tarfile
 import tempfile
 from pathlib import Path
 
-from bench.core import InputError, ensure_dir, sha256_file, write_bytes, write_text
+from bench.core import InputError, ensure_dir, read_text, sha256_file, write_bytes, write_text
 from bench.report._render import load_runset, render_report
 from bench.schema import read_payload
 
@@ -150,7 +150,7 @@ def _verify_dir(root: Path) -> list[str]:
     if not sums.is_file():
         return [f"{SUMS} missing"]
     listed: dict[str, str] = {}
-    for line in sums.read_text(encoding="utf-8").splitlines():
+    for line in read_text(sums, what=SUMS).splitlines():
         parts = line.split(maxsplit=1)
         if len(parts) != 2:
             problems.append(f"{SUMS}: malformed line {line!r}")

@@ -18,7 +18,7 @@ from typing import Any, Final, Literal
 
 from pydantic import Field
 
-from bench.core import StrictModel, sha256_file, write_text
+from bench.core import InputError, StrictModel, parse_json, sha256_file, write_text
 from bench.report._claims import ConcurrencySweep
 from bench.report._model import Figure, RunView
 from bench.report._svg import draw_all
@@ -181,11 +181,27 @@ def draw(specs: Sequence[ChartSpec], out_dir: Path) -> None:
 
 
 def _manifest(out_dir: Path) -> dict[str, Any]:
+    """The last render's chart manifest; entries whose name is not a chart file directly in
+    ``out_dir`` are dropped (the manifest is read from disk: it never names what to delete
+    outside the output folder)."""
     try:
-        data = json.loads((out_dir / MANIFEST).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        data = parse_json((out_dir / MANIFEST).read_bytes(), str(out_dir / MANIFEST))
+    except (OSError, InputError):
         return {}
-    return data if isinstance(data, dict) else {}
+    if not isinstance(data, dict):
+        return {}
+    return {k: v for k, v in data.items() if is_chart_name(k)}
+
+
+def is_chart_name(name: str) -> bool:
+    """A plain .png or .svg file name: no folder part, no '..', not absolute, no NUL."""
+    return (
+        name == Path(name).name
+        and name not in ("", ".", "..")
+        and "\x00" not in name
+        and "\\" not in name
+        and name.endswith((".png", ".svg"))
+    )
 
 
 def _current(spec: ChartSpec, out_dir: Path, manifest: dict[str, Any]) -> bool:
@@ -214,7 +230,7 @@ def render_charts(
         draw(todo, out_dir)
     keep = {s.file for s in specs}
     for old in [*manifest, *OLD_FILES]:
-        if old not in keep and old.endswith((".png", ".svg")):
+        if old not in keep and is_chart_name(old):
             (out_dir / old).unlink(missing_ok=True)
     new = {s.file: {"spec": s.digest(), "sha256": sha256_file(out_dir / s.file)} for s in specs}
     write_text(out_dir / MANIFEST, json.dumps(new, indent=1, sort_keys=True) + "\n")

@@ -11,12 +11,11 @@ Nothing here is rebuilt with today's engine adapters (the report never imports
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 from typing import Any
 
-from bench.core import InputError, Summary, read_json_model, sha256_file
+from bench.core import InputError, Summary, read_json, read_json_model, sha256_file
 from bench.report._machine import (
     cpu_kernel_table,
     hardware_tables,
@@ -159,10 +158,7 @@ def run_view(p: Payload, stem: str, log_lines: dict[str, list[str]] | None = Non
 def _read_json(path: Path) -> dict[str, Any] | None:
     if not path.is_file():
         return None
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as err:
-        raise InputError(str(path), f"cannot read JSON: {err}") from None
+    data = read_json(path)
     return data if isinstance(data, dict) else None
 
 

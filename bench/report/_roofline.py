@@ -10,21 +10,19 @@ because their size is unknown only raise the ceiling, so it stays an upper bound
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
-from bench.core import read_json_model
+from bench.core import read_json, read_json_model
 from bench.machine import card_bandwidth, ceiling, efficiency, mean_decode_context
 from bench.report._model import ByteSource, RooflineRow, RooflineSection, RunView
 from bench.schema import WEIGHTS_FILE, ByteEstimate, Experiment, Hardware, WeightsFile
 
 
 def _read(path: Path) -> dict[str, Any] | None:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+    if not path.is_file():
         return None
+    data = read_json(path)  # a file the run folder holds: unreadable is exit 2, not "absent"
     return data if isinstance(data, dict) else None
 
 

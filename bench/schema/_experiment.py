@@ -12,7 +12,6 @@ import re
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-import yaml
 from pydantic import Field, ValidationError, field_validator, model_validator
 
 from bench.core import (
@@ -23,7 +22,8 @@ from bench.core import (
     StrictModel,
     canonical_spec_method,
     describe_validation_error,
-    describe_yaml_error,
+    parse_yaml,
+    read_text,
 )
 
 EXPERIMENT_SCHEMA = "specbench.experiment/1"
@@ -448,12 +448,4 @@ def read_experiment_document(path: Path | str) -> tuple[Any, str]:
     """Read an experiment file (YAML) -> (document, the path it was read from). Exit 2 on an
     unreadable file or invalid YAML."""
     p = experiment_path(path)
-    try:
-        text = p.read_text(encoding="utf-8")
-    except OSError as err:
-        raise InputError(str(path), f"cannot read the experiment file: {err.strerror}") from None
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as err:
-        raise InputError(str(p), f"not valid YAML: {describe_yaml_error(err)}") from None
-    return data, str(p)
+    return parse_yaml(read_text(p, what="experiment file"), str(p)), str(p)

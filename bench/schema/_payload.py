@@ -7,7 +7,6 @@ lives under ``evidence``. ``PAYLOAD_SCHEMA`` changes whenever a field changes me
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any, Final, Literal
 
@@ -15,11 +14,13 @@ from pydantic import Field, ValidationError, field_validator, model_validator
 
 from bench.core import (
     EngineName,
+    InputError,
     MutableModel,
     SpecMethod,
     StrictModel,
     Summary,
     canonical_spec_method,
+    read_json,
     read_json_model,
     write_text,
 )
@@ -467,9 +468,12 @@ def check_payload_file(path: Path) -> list[Problem]:
     payload-level consistency. A payload whose validity block says invalid is an error."""
     f = str(path)
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
-        return [Problem(file=f, path="$", reason=f"cannot read JSON: {err}")]
+        data = read_json(path, what="payload")
+    except InputError as err:
+        why = err.reason.removeprefix("cannot read the payload: ").removeprefix(
+            "cannot read JSON: "
+        )
+        return [Problem(file=f, path="$", reason=f"cannot read JSON: {why}")]
     try:
         p = Payload.model_validate(data)
     except ValidationError as err:

@@ -30,7 +30,14 @@ from typing import Final, Literal
 import yaml
 from pydantic import Field, ValidationError, field_validator
 
-from bench.core import InputError, StrictModel, describe_validation_error, write_text
+from bench.core import (
+    InputError,
+    StrictModel,
+    describe_validation_error,
+    parse_yaml,
+    read_text,
+    write_text,
+)
 from bench.schema._experiment import UNRESOLVED, Experiment
 
 PINS_SCHEMA: Final = "specbench.pins/1"
@@ -143,10 +150,7 @@ def read_lock(path: Path, experiment: str) -> PinsLock:
     """The lock at ``path`` (an empty one when the file does not exist). Exit 2 on a bad file."""
     if not path.exists():
         return PinsLock(experiment=experiment)
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except (OSError, yaml.YAMLError) as err:
-        raise InputError(str(path), f"cannot read the pins lock: {err}") from None
+    data = parse_yaml(read_text(path, what="pins lock"), str(path))
     try:
         lock = PinsLock.model_validate(data or {"experiment": experiment})
     except ValidationError as err:
