@@ -4,7 +4,15 @@ The target as its own draft: the draft pass and the verify pass run the same wei
 tokens, so in exact arithmetic every draft token is accepted.
 - CPU (vLLM's CPU build, fp32/bf16 kernels with a fixed reduction order for one request): the
   two passes compute the same logits bit for bit, so acceptance is exactly 1.0 and the mean
-  acceptance length exactly k+1 (tests/engine/test_matrix_vllm_cpu.py).
+  acceptance length exactly k+1 (tests/engine/test_matrix_vllm_cpu.py). That holds at
+  concurrency 1 on every CPU, and above it on CPUs without AMX. On a CPU with AMX tiles (the
+  server logs its CPU flags: ``amx_bf16``), a batch of several requests takes a GEMM path whose
+  blocking depends on the batch's rows, so, as on a GPU, a near-tie can round differently in
+  the draft and the verify pass: seen on an AMX Xeon (2026-12-06), self-draft k=1 at c=2
+  accepted 127 of 128 in one window, and one greedy output at c=2 parted from the baseline at
+  token 12 (the same token and text for two speculative configurations, so the baseline's
+  batch moved). There the GPU's floor applies to a configuration's windows pooled, and a
+  divergence at c>1 stays unclassified (the CPU build serves no logprobs to classify it).
 - GPU (vLLM 0.26.0 on an H200, bf16): the draft pass decodes 1 token per step and the verify
   pass scores k+1 tokens per step, and the GPU kernels (FlashAttention 3, cuBLAS GEMMs whose
   split and tile choice depend on the batch shape, CUDA graphs padded to a capture size) reduce
@@ -22,3 +30,9 @@ from typing import Final
 
 #: minimum acceptance rate of the target drafting for itself, by the server's backend
 SELF_DRAFT_MIN_ACCEPTANCE: Final = {"cpu": 1.0, "cuda": 0.98}
+
+
+def cpu_batch_exact(concurrency: int, cpu_flags: list[str]) -> bool:
+    """Whether the CPU build's draft and verify passes agree bit for bit at this concurrency,
+    given the CPU flags the server logged (exact at c=1 everywhere; above it, not with AMX)."""
+    return concurrency == 1 or "amx_bf16" not in cpu_flags

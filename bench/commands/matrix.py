@@ -77,6 +77,13 @@ def matrix(
 
     if launcher not in ("docker", "process"):
         raise InputError("--launcher", f"must be docker or process, not {launcher!r}")
+    if pins_lock is not None and not pins_lock.is_file():
+        # a lock the user names must exist: a missing one would silently unpin every pin
+        raise InputError(
+            "--pins-lock",
+            f"no such file: {pins_lock} (leave the option out to use the lock beside the "
+            "experiment, which may not exist yet)",
+        )
     pinned = load_pinned_experiment(experiment, pins_host or socket.gethostname(), pins_lock)
     try:
         opts = MatrixOptions(

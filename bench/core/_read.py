@@ -29,9 +29,10 @@ MAX_ALIASES: Final = 100
 MAX_NODES: Final = 200_000
 
 
-def read_text(path: Path, *, what: str = "file", max_bytes: int = MAX_BYTES) -> str:
+def read_text(path: Path | str, *, what: str = "file", max_bytes: int = MAX_BYTES) -> str:
     """The UTF-8 text of ``path``; InputError naming the path for a missing path, a folder, a
     file over ``max_bytes`` or bytes that are not UTF-8."""
+    path = Path(path)
     try:
         if not path.exists():
             raise InputError(str(path), f"cannot read the {what}: no such file")

@@ -84,6 +84,28 @@ def _artifacts_dir(d: Path) -> Path:
     return inner if not (d / "payloads").is_dir() and (inner / "payloads").is_dir() else d
 
 
+def refuse_the_same_run_twice(dirs: Sequence[Path]) -> None:
+    """Two arguments naming one run folder, or two copies of one run (byte-identical
+    status.json: the matrix writes its run id and the time it finished there), would be
+    "compared" with themselves: refused, naming both."""
+    seen: dict[Path, Path] = {}
+    statuses: dict[bytes, Path] = {}
+    for d in dirs:
+        art = _artifacts_dir(d).resolve()
+        if art in seen:
+            raise InputError(str(d), f"the same run folder as {seen[art]}: nothing to compare")
+        seen[art] = d
+        status = art / "status.json"
+        if status.is_file():
+            raw = status.read_bytes()
+            if raw in statuses:
+                copy = (
+                    f"a copy of the run in {statuses[raw]} (same status.json): nothing to compare"
+                )
+                raise InputError(str(d), copy)
+            statuses[raw] = d
+
+
 def check_comparable(hosts: Sequence[Host]) -> None:
     """Refuse runs of different experiments or workloads, naming the first differing field."""
     first = hosts[0]
@@ -116,6 +138,7 @@ def compare_hosts(dirs: Sequence[Path]) -> FleetComparison:
     """Load every run folder, check they compare, and line their runs up by configuration."""
     if len(dirs) < 2:
         raise InputError("RUN_DIR", "give at least two run folders to compare")
+    refuse_the_same_run_twice(dirs)
     hosts = [
         Host(name=n, path=str(d), rs=load_artifacts(_artifacts_dir(d)))
         for n, d in zip(_names(dirs), dirs, strict=True)

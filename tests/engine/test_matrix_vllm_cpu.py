@@ -3,7 +3,8 @@
 
 - target as its own draft: acceptance exactly 1.0 and mean acceptance length exactly k+1 in
   every measured window, at every k of the sweep; every position accepted as often as drafted
-  (exact on the CPU only: tests/oracles.py says why a GPU gives >= 0.98);
+  (exact on the CPU only, and above concurrency 1 only without AMX: tests/oracles.py says why a
+  GPU, or a batch on an AMX CPU, gives >= 0.98);
 - partial draft: 0 < acceptance < 1, accepted counts non-increasing with the position, and the
   normalised figures equal the counter deltas recomputed here from the raw snapshots;
 - n-gram: the figures equal the counter deltas, whatever the rate;
@@ -31,7 +32,7 @@ import math
 from typing import Any
 
 import pytest
-from oracles import SELF_DRAFT_MIN_ACCEPTANCE
+from oracles import SELF_DRAFT_MIN_ACCEPTANCE, cpu_batch_exact
 from tiny_run import TinyRun
 
 from bench.core import sha256_file
@@ -75,16 +76,31 @@ def test_every_payload_is_a_valid_real_engine_toy_run(tiny_run: TinyRun) -> None
     assert "baseline: docker run" in text and "specbench-" in text.split("## Reproduction")[1]
 
 
+def cpu_flags(p: Payload) -> list[str]:
+    k = p.evidence.server_log.cpu_kernel if p.evidence.server_log else None
+    assert k is not None  # every payload of the tier records the kernel build and the flags
+    return k.cpu_flags
+
+
 @pytest.mark.parametrize("k", [1, 3])
 def test_target_as_its_own_draft_accepts_everything(tiny_run: TinyRun, k: int) -> None:
+    exact_levels = 0
     for p in payloads(tiny_run, f"self-draft-k{k}"):
+        pooled = [0, 0]
         for it in windows(p):
             acc = it.acceptance
             assert acc is not None and acc.drafts > 0
             assert acc.draft_tokens == k * acc.drafts
-            assert acc.acceptance_rate == SELF_DRAFT_MIN_ACCEPTANCE["cpu"] == 1.0
-            assert acc.mean_acceptance_length == k + 1
-            assert acc.accepted_per_position == [acc.drafts] * k
+            pooled = [pooled[0] + acc.accepted_tokens, pooled[1] + acc.draft_tokens]
+            if cpu_batch_exact(p.evidence.workload.concurrency, cpu_flags(p)):
+                assert acc.acceptance_rate == SELF_DRAFT_MIN_ACCEPTANCE["cpu"] == 1.0
+                assert acc.mean_acceptance_length == k + 1
+                assert acc.accepted_per_position == [acc.drafts] * k
+        if cpu_batch_exact(p.evidence.workload.concurrency, cpu_flags(p)):
+            exact_levels += 1
+        else:  # AMX and a batch: the GPU's floor, pooled (tests/oracles.py)
+            assert pooled[0] / pooled[1] >= SELF_DRAFT_MIN_ACCEPTANCE["cuda"]
+    assert exact_levels >= 1  # c=1 is exact on every CPU
 
 
 def _recomputed(it: Any) -> tuple[float, float, float]:
@@ -172,7 +188,13 @@ def test_no_logprob_probes_on_the_cpu_build(tiny_run: TinyRun) -> None:
     for f in sorted((tiny_run.out / "payloads").glob("*.json")):
         assert read_payload(f).evidence.logprob_probes is None, f.name
     rows = lossless(load_artifacts(tiny_run.out).runs)
-    assert rows and {r.verdict for r in rows} == {"identical"}
+    flags = cpu_flags(read_payload(next((tiny_run.out / "payloads").glob("baseline-c1.json"))))
+    assert rows
+    for r in rows:  # identical; at c>1 on an AMX CPU a divergence is possible (tests/oracles.py)
+        allowed = {"identical"} if cpu_batch_exact(r.concurrency, flags) else {
+            "identical", "unclassified",
+        }  # fmt: skip
+        assert r.verdict in allowed, r
 
 
 def test_client_ttft_against_the_engines_own_clock(tiny_run: TinyRun) -> None:

@@ -119,7 +119,8 @@ CASES = [
     # compare / tiny-model
     Case("compare art --out c", 2, "RUN_DIR"),
     Case("compare art missing --out c", 2, "missing"),
-    Case("compare art art --out afile/c", 2, "--out"),
+    Case("compare art art2 --out afile/c", 2, "--out"),
+    Case("compare art art --out c", 2, "art: the same run folder as art"),
     Case("tiny-model", 2, USAGE),
     Case("tiny-model afile", 2, "afile"),
     # hardware / provenance / probe / telemetry-sample / roofline
@@ -152,7 +153,7 @@ def closed_port() -> int:
 
 @pytest.fixture(scope="module")
 def workdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """Bad inputs of every kind, next to one valid artifacts folder (``art``)."""
+    """Bad inputs of every kind, next to two valid artifacts folders (``art``, ``art2``)."""
     from report_factory import seed_matrix, write_artifacts
 
     d = tmp_path_factory.mktemp("cli-errors")
@@ -165,6 +166,7 @@ def workdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     (d / "wrongtype.yaml").write_text("name: 3\n")
     shutil.copy(HARDWARE, d / "hw.json")
     write_artifacts(d / "art", seed_matrix(simulated=False, sweep=False))
+    write_artifacts(d / "art2", seed_matrix(simulated=False, sweep=False))
     return d
 
 

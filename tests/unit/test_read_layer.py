@@ -150,3 +150,32 @@ def test_a_hostile_chart_manifest_deletes_nothing_outside(tmp_path: Path) -> Non
         f'{{"../victim/mine.svg": {{}}, "{absolute}": {{}}, "old.svg": {{}}}}'
     )
     assert set(_manifest(out)) == {"old.svg"}
+
+
+def test_matrix_refuses_a_named_pins_lock_that_does_not_exist(tmp_path: Path) -> None:
+    exp = EXPERIMENTS_DIR / "tiny-sglang-gpu-dflash.yaml"
+    missing = tmp_path / "typo.lock.yaml"
+    done = subprocess.run(
+        [sys.executable, "-m", "bench", "matrix", str(exp), "--out", str(tmp_path / "out"),
+         "--launcher", "process", "--pins-lock", str(missing)],
+        capture_output=True, text=True,
+    )  # fmt: skip
+    assert done.returncode == 2
+    assert f"--pins-lock: no such file: {missing}" in done.stderr
+    assert not (tmp_path / "out").exists()  # refused before anything was written
+
+
+def test_written_files_follow_the_umask_not_mkstemp(tmp_path: Path) -> None:
+    import os
+
+    from bench.core import write_text
+
+    old = os.umask(0o022)
+    try:
+        write_text(tmp_path / "a.json", "{}")
+        os.umask(0o077)
+        write_text(tmp_path / "b.json", "{}")
+    finally:
+        os.umask(old)
+    assert (tmp_path / "a.json").stat().st_mode & 0o777 == 0o644  # readable in a bundle
+    assert (tmp_path / "b.json").stat().st_mode & 0o777 == 0o600

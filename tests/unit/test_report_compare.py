@@ -84,3 +84,18 @@ def test_a_fetched_host_folder_compares_by_its_artifacts(tmp_path: Path) -> None
     assert row.cells[1].decode_vs_first.significance == "significant"
     with pytest.raises(InputError, match="not a specbench artifacts folder"):
         compare_hosts([tmp_path / "run", a.parent])
+
+
+def test_the_same_run_twice_is_refused(tmp_path: Path) -> None:
+    import shutil
+
+    a = write_artifacts(tmp_path / "gpu1", specs(SAME))
+    with pytest.raises(InputError, match="the same run folder as"):
+        compare_hosts([a, a])
+    with pytest.raises(InputError, match="the same run folder as"):
+        compare_hosts([a, tmp_path / "gpu1" / ".." / "gpu1"])
+    (a / "status.json").write_text('{"run_id": "r1", "written_at": "2026-12-06T02:00:00Z"}\n')
+    copy = tmp_path / "copy"
+    shutil.copytree(a, copy)
+    with pytest.raises(InputError, match="a copy of the run in"):
+        compare_hosts([a, copy])
