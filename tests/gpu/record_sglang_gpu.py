@@ -25,7 +25,6 @@ import argparse
 import json
 import os
 import signal
-import socket
 import subprocess
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -34,7 +33,10 @@ from typing import Any
 
 import httpx
 
-PROMPT = "Tell me about the draft model and the server, in many words."
+# the vLLM recorder's helpers: the same prompt, port and stream reader for both engines (this
+# script runs from tests/gpu/, which Python puts first on sys.path)
+from record_vllm_gpu import PROMPT, free_port, stream
+
 READY_LINE = "The server is fired up and ready to roll!"
 ARGV = [
     "python3", "-m", "sglang.launch_server", "--model-path", "/models/chain",
@@ -44,25 +46,6 @@ ARGV = [
     "--speculative-algorithm", "DFLASH", "--speculative-draft-model-path", "/models/dflash",
     "--speculative-num-draft-tokens", "4", "--speculative-draft-attention-backend", "triton",
 ]  # fmt: skip
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def stream(base: str, body: dict[str, Any]) -> tuple[list[str], list[dict[str, Any]]]:
-    raw: list[str] = []
-    chunks: list[dict[str, Any]] = []
-    t0 = time.monotonic()
-    with httpx.stream("POST", base + "/v1/chat/completions", json=body, timeout=120) as reply:
-        reply.raise_for_status()
-        for line in reply.iter_lines():
-            raw.append(line)
-            if line.startswith("data: ") and line != "data: [DONE]":
-                chunks.append({"t": round(time.monotonic() - t0, 6), "chunk": json.loads(line[6:])})
-    return raw, chunks
 
 
 def reply_record(reply: httpx.Response) -> str:
