@@ -30,6 +30,14 @@ class RunError(SpecbenchError):
     exit_code = 1
 
 
+class ServerError(SpecbenchError):
+    """The server answered, but not usably, before anything was measured: HTTP 429/5xx after
+    the retries its ``Retry-After`` allowed, a model list or calibration stream that is not
+    one, a stall. Not the user's input (exit 2), not an invalid run (exit 1). Exit code 3."""
+
+    exit_code = 3
+
+
 def describe_validation_error(
     source: str, err: ValidationError, names: Mapping[str, str] | None = None
 ) -> InputError:

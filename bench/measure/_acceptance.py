@@ -36,13 +36,19 @@ SGLang 0.5.19 has no draft/accepted counters; its equivalents are derived
   refreshed only at the decode-log interval and cover other windows: kept as raw evidence only.
 
 Counters only cover finished requests on SGLang, so the "after" scrape happens once every
-stream of the window has ended. Label sets (model name, engine index, is_streaming) are summed.
+stream of the window has ended. Label sets (engine index, is_streaming) are summed; of the
+``model_name`` series only the served model's is read (a server serving two models keeps one
+series each), and the payload says which (``acceptance.source``, ``acceptance_raw``). Counters
+lower after a window than before it (an engine that restarted) give no acceptance at all.
 """
 
 from __future__ import annotations
 
+import math
+import re
 import time
 from collections.abc import Iterable
+from dataclasses import dataclass
 
 from bench.schema import AcceptanceDelta, MetricSnapshot
 
@@ -100,14 +106,41 @@ def server_ttft_ms(engine: str, before: MetricSnapshot, after: MetricSnapshot) -
     return 1000.0 * (after.values[s] - before.values.get(s, 0.0)) / count
 
 
-def parse_prometheus(text: str, wanted: Iterable[str]) -> dict[str, float]:
+@dataclass(frozen=True)
+class MetricsRead:
+    """One /metrics body read for one served model: the wanted values (summed over the label
+    sets of that model's series), which series were read, and what made the body unusable."""
+
+    values: dict[str, float]
+    series: str
+    other_models: tuple[str, ...] = ()
+    problem: str | None = None
+
+
+_LABEL = re.compile(r'\s*([A-Za-z_][A-Za-z0-9_]*)\s*=\s*"((?:[^"\\]|\\.)*)"\s*,?')
+
+
+def _labels(text: str) -> dict[str, str]:
+    return {m.group(1): m.group(2) for m in _LABEL.finditer(text)}
+
+
+def read_metrics(text: str, wanted: Iterable[str], model: str | None = None) -> MetricsRead:
     """Sum each wanted metric over its label sets; the per-position family is kept per position
-    as ``name{position="i"}``. Unknown lines and comments are skipped."""
+    as ``name{position="i"}``. Unknown lines and comments are skipped. With ``model``, a line
+    whose ``model_name`` label names another model is not read (a server that serves several
+    models keeps one series per model). A body with content but not one sample line
+    (an HTML page, an error text), or a wanted counter whose value is not a finite number, is
+    a ``problem``: not 'no counters'."""
     want = set(wanted)
     out: dict[str, float] = {}
+    others: set[str] = set()
+    own = False
+    samples = content = 0
+    bad: list[str] = []
     for line in text.splitlines():
-        if not line or line[0] == "#":
+        if not line.strip() or line[0] == "#":
             continue
+        content += 1
         brace = line.find("{")
         space = line.find(" ")
         if brace != -1 and (space == -1 or brace < space):
@@ -117,32 +150,80 @@ def parse_prometheus(text: str, wanted: Iterable[str]) -> dict[str, float]:
             rest = line[close + 1 :].split()
         else:
             name, labels, rest = line[:space], "", line[space + 1 :].split()
-        if name not in want or not rest:
-            continue
         try:
-            value = float(rest[0])
+            value = float(rest[0]) if rest and _NAME.fullmatch(name) else None
         except ValueError:
+            value = None
+        if value is None:
+            if name in want:
+                bad.append(line.strip()[:120])
             continue
+        samples += 1
+        if name not in want:
+            continue
+        if not math.isfinite(value):
+            bad.append(line.strip()[:120])
+            continue
+        parsed = _labels(labels)
+        served = parsed.get("model_name")
+        if model is not None and served is not None:
+            if served != model:
+                others.add(served)
+                continue
+            own = True
         key = name
         if name == VLLM_PER_POS:
-            pos = _label(labels, "position")
-            key = f'{name}{{position="{pos}"}}'
+            key = f'{name}{{position="{parsed.get("position", "?")}"}}'
         out[key] = out.get(key, 0.0) + value
-    return out
-
-
-def _label(labels: str, key: str) -> str:
-    for part in labels.split(","):
-        k, _, v = part.partition("=")
-        if k.strip() == key:
-            return v.strip().strip('"')
-    return "?"
-
-
-def snapshot(engine: str, metrics_text: str) -> MetricSnapshot:
-    return MetricSnapshot(
-        at=time.perf_counter(), values=parse_prometheus(metrics_text, METRICS[engine])
+    problem = None
+    if content and not samples:
+        first = next(ln for ln in text.splitlines() if ln.strip() and ln[0] != "#")
+        problem = f"not Prometheus text ({content} line(s), none a sample; first: {first[:80]!r})"
+    elif bad:
+        problem = f"{len(bad)} counter line(s) without a finite number (first: {bad[0]!r})"
+    series = (
+        f'model_name="{model}"'
+        if own
+        else "no model_name label (every label set summed)"
+        if model is None or not others
+        else f'none for model_name="{model}"'
     )
+    return MetricsRead(out, series, tuple(sorted(others)), problem)
+
+
+_NAME = re.compile(r"[A-Za-z_:][A-Za-z0-9_:]*")
+
+
+def parse_prometheus(
+    text: str, wanted: Iterable[str], model: str | None = None
+) -> dict[str, float]:
+    """The wanted values of ``read_metrics`` (lines it cannot read are skipped)."""
+    return read_metrics(text, wanted, model).values
+
+
+def snapshot(engine: str, metrics_text: str, model: str | None = None) -> MetricSnapshot:
+    return MetricSnapshot(
+        at=time.perf_counter(), values=parse_prometheus(metrics_text, METRICS[engine], model)
+    )
+
+
+#: counters among METRICS (the SGLang gauges may go down; counters never do on one process)
+GAUGES = frozenset({SGLANG_DRAFT_TOKENS_GAUGE, *SGLANG_GAUGES})
+
+
+def counters_went_back(before: MetricSnapshot, after: MetricSnapshot) -> list[str]:
+    """Counters lower (or gone) after the window than before it: the engine restarted (its
+    counters start again from zero) or the scrape lost them. Never a negative delta."""
+    out: list[str] = []
+    for name, was in sorted(before.values.items()):
+        if name in GAUGES:
+            continue
+        now = after.values.get(name)
+        if now is None:
+            out.append(f"{name} {was:g} -> (absent)")
+        elif now < was:
+            out.append(f"{name} {was:g} -> {now:g}")
+    return out
 
 
 def delta(

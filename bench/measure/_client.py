@@ -26,6 +26,7 @@ the server's ``usage`` only; chunks are never counted as tokens.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import json
 import socket
@@ -58,6 +59,12 @@ class RawResponse:
     ended_at: float | None = None
     complete: bool = False
     error: str | None = None
+    #: SSE lines that are neither a ``data:`` field nor a comment (the first few, and how many):
+    #: a server that sends its events without ``data:`` would otherwise lose them silently
+    stray: list[bytes] = field(default_factory=list)
+    stray_count: int = 0
+    #: ``time.perf_counter()`` of the last bytes received (the stall timeout counts from it)
+    last_data_at: float | None = None
 
     @property
     def is_emulator(self) -> bool:
@@ -92,6 +99,7 @@ class _Protocol(asyncio.Protocol):
         raw = self.raw
         if raw.first_byte_at is None:
             raw.first_byte_at = now
+        raw.last_data_at = now
         if self.done.done():
             return
         try:
@@ -210,6 +218,10 @@ class _Protocol(asyncio.Protocol):
             for line in block.split(b"\n"):
                 if line.startswith(b"data:"):
                     events.append((now, line[5:].strip()))
+                elif line and not line.startswith(b":"):  # ':' starts a comment (keep-alive)
+                    self.raw.stray_count += 1
+                    if len(self.raw.stray) < 4:
+                        self.raw.stray.append(line[:200])
         if start:
             del sbuf[:start]
 
@@ -286,13 +298,34 @@ class Connection:
         self.raw.sent_at = time.perf_counter()
         self._proto.transport.write(msg)
 
-    async def wait(self, timeout_s: float) -> RawResponse:
+    async def wait(self, timeout_s: float, stall_s: float | None = None) -> RawResponse:
+        """The response once complete, failed, ``timeout_s`` after the send, or (``stall_s``)
+        once no byte came for that long after the first SSE event: a server that stops
+        mid-stream is named as stalled, not waited for until the whole request's timeout."""
         assert self._proto is not None
-        try:
-            await asyncio.wait_for(asyncio.shield(self._proto.done), timeout_s)
-        except TimeoutError:
-            self._proto._fail(f"no complete response within {timeout_s:g} s")
-        return self.raw
+        proto, raw = self._proto, self.raw
+        deadline = raw.sent_at + timeout_s if raw.sent_at else time.perf_counter() + timeout_s
+        while not proto.done.done():
+            now = time.perf_counter()
+            if now >= deadline:
+                proto._fail(f"no complete response within {timeout_s:g} s")
+                break
+            until = deadline
+            if stall_s is not None:
+                if raw.events and raw.last_data_at is not None:
+                    stalled_at = raw.last_data_at + stall_s
+                    if now >= stalled_at:
+                        proto._fail(
+                            f"stream stalled: no bytes for {stall_s:g} s (--stall-timeout) "
+                            f"after {len(raw.events)} event(s)"
+                        )
+                        break
+                    until = min(until, stalled_at)
+                else:  # look again once the stream may have begun
+                    until = min(until, now + stall_s)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(asyncio.shield(proto.done), until - now)
+        return raw
 
     def close(self) -> None:
         if self._proto is not None and self._proto.transport is not None:
@@ -335,11 +368,18 @@ def _one_line(text: str, limit: int = 200) -> str:
 
 
 def interpret_chat_stream(
-    raw: RawResponse, request_id: str, stream_index: int, max_tokens: int
+    raw: RawResponse,
+    request_id: str,
+    stream_index: int,
+    max_tokens: int,
+    model: str | None = None,
 ) -> RequestRecord:
     """Decode the events of one streamed chat completion into a RequestRecord (times in seconds
     relative to ``sent_at``). Anything off — HTTP error, malformed event, missing usage, early
-    stop, disconnect — leaves ``error`` or ``reasons`` set, so the record is invalid."""
+    stop, disconnect, a stream that is not what it claims (another ``model`` than the one
+    asked for, a second choice, events after ``[DONE]`` or tokens after ``finish_reason``, two
+    usage chunks that disagree, fields of the wrong JSON type, lines without ``data:``, more
+    token chunks than tokens) — leaves ``error`` or ``reasons`` set, so the record is invalid."""
     rec = RequestRecord(request_id=request_id, stream_index=stream_index, sent_at=raw.sent_at)
     rec.http_status = raw.status
     sent = raw.sent_at
@@ -363,10 +403,14 @@ def interpret_chat_stream(
     first: float | None = None
     last: float | None = None
     done_seen = False
+    token_chunks = 0
     text_parts: list[str] = []
     times: list[float] = []
     chars: list[int] = []
     for k, (t, data) in enumerate(raw.events):
+        if done_seen:
+            rec.error = f"stream went on after data: [DONE] (event #{k})"
+            break
         if data == b"[DONE]":
             done_seen = True
             continue
@@ -385,24 +429,27 @@ def interpret_chat_stream(
             msg = err.get("message", err) if isinstance(err, dict) else err
             rec.error = f"server error event: {_one_line(str(msg))}"
             break
-        n = 0
-        for choice in obj.get("choices") or ():
-            delta = choice.get("delta") or {}
-            for key in ("content", "reasoning_content", "reasoning"):
-                piece = delta.get(key)
-                if piece:
-                    n += len(piece)
-                    text_parts.append(piece)
-            if choice.get("finish_reason"):
-                rec.finish_reason = choice["finish_reason"]
+        n, problem = _read_event(obj, k, model, rec, text_parts)
+        if problem is None and obj.get("usage") is not None:
+            if not isinstance(obj["usage"], dict):
+                problem = f"SSE event #{k}: usage is {_json_type(obj['usage'])}, not an object"
+            elif usage is not None and obj["usage"] != usage:
+                problem = (
+                    f"two usage chunks disagree: {_one_line(json.dumps(usage), 80)} then "
+                    f"{_one_line(json.dumps(obj['usage']), 80)} (event #{k})"
+                )
+            else:
+                usage = obj["usage"]
+        if problem is not None:
+            rec.error = problem
+            break
         times.append(t - sent)
         chars.append(n)
         if n:
+            token_chunks += 1
             if first is None:
                 first = t
             last = t
-        if obj.get("usage"):
-            usage = obj["usage"]
     rec.chunk_times = times
     rec.chunk_chars = chars
     text = "".join(text_parts)
@@ -416,6 +463,12 @@ def interpret_chat_stream(
     if not done_seen:
         rec.error = "stream ended without data: [DONE] (disconnect)"
         return rec
+    if raw.stray_count:
+        rec.error = (
+            f"{raw.stray_count} SSE line(s) without a data: field (first: "
+            f"{_one_line(raw.stray[0].decode('utf-8', 'replace'), 80)!r})"
+        )
+        return rec
 
     if first is not None and last is not None:
         rec.first_token_at = first - sent
@@ -428,8 +481,9 @@ def interpret_chat_stream(
         return rec
     rec.prompt_tokens = _int_or_none(usage.get("prompt_tokens"))
     rec.completion_tokens = _int_or_none(usage.get("completion_tokens"))
-    details = usage.get("completion_tokens_details") or {}
-    rec.reasoning_tokens = _int_or_none(details.get("reasoning_tokens"))
+    details = usage.get("completion_tokens_details")
+    if isinstance(details, dict):
+        rec.reasoning_tokens = _int_or_none(details.get("reasoning_tokens"))
     ct = rec.completion_tokens
     if ct is None:
         rec.reasons.append("usage without completion_tokens")
@@ -438,6 +492,11 @@ def interpret_chat_stream(
         rec.reasons.append(
             f"early stop: completion_tokens={ct} != max_tokens={max_tokens} "
             f"(finish_reason={rec.finish_reason})"
+        )
+    if token_chunks > ct:
+        rec.reasons.append(
+            f"{token_chunks} chunks carried text but usage counts {ct} completion tokens "
+            "(each chunk carries at least one token: chunks repeated?)"
         )
     if rec.reasoning_tokens is not None and rec.reasoning_tokens > ct:
         rec.reasons.append(
@@ -449,6 +508,70 @@ def interpret_chat_stream(
         else:
             rec.reasons.append("all tokens arrived in one chunk: decode rate undefined")
     return rec
+
+
+_TEXT_KEYS = ("content", "reasoning_content", "reasoning")
+
+
+def _json_type(v: object) -> str:
+    names = {dict: "an object", list: "an array", str: "a string", bool: "a boolean"}
+    if v is None:
+        return "null"
+    return names.get(type(v), "a number")
+
+
+def _read_event(
+    obj: dict[str, Any],
+    k: int,
+    model: str | None,
+    rec: RequestRecord,
+    text_parts: list[str],
+) -> tuple[int, str | None]:
+    """The text characters event ``k`` carried (appended to ``text_parts``) and what is wrong
+    with it, if anything: another model, choices/delta/text of the wrong JSON type, a second
+    choice (the request asked for one), text after a finish_reason."""
+    named = obj.get("model")
+    if model is not None and named is not None and named != model:
+        return 0, f"SSE event #{k} names model {_one_line(str(named), 80)!r}, asked for {model!r}"
+    choices = obj.get("choices")
+    if choices is None:
+        return 0, None
+    if not isinstance(choices, list):
+        return 0, f"SSE event #{k}: choices is {_json_type(choices)}, not an array"
+    n = 0
+    for choice in choices:
+        if not isinstance(choice, dict):
+            return 0, f"SSE event #{k}: a choice is {_json_type(choice)}, not an object"
+        index = choice.get("index", 0)
+        if index != 0 or len(choices) > 1:
+            return 0, (
+                f"SSE event #{k} carries {len(choices)} choice(s), index {index}: one was asked for"
+            )
+        delta = choice.get("delta")
+        if delta is None:
+            delta = {}
+        if not isinstance(delta, dict):
+            return 0, f"SSE event #{k}: delta is {_json_type(delta)}, not an object"
+        for key in _TEXT_KEYS:
+            piece = delta.get(key)
+            if piece is None:
+                continue
+            if not isinstance(piece, str):
+                return 0, f"SSE event #{k}: delta.{key} is {_json_type(piece)}, not a string"
+            if piece:
+                if rec.finish_reason is not None:
+                    return 0, (
+                        f"SSE event #{k} carries text after finish_reason={rec.finish_reason!r}"
+                    )
+                n += len(piece)
+                text_parts.append(piece)
+        finish = choice.get("finish_reason")
+        if finish is not None:
+            if not isinstance(finish, str):
+                return 0, f"SSE event #{k}: finish_reason is {_json_type(finish)}, not a string"
+            if finish:
+                rec.finish_reason = finish
+    return n, None
 
 
 def _int_or_none(v: object) -> int | None:

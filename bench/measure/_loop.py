@@ -19,7 +19,10 @@ import asyncio
 import hashlib
 import json
 import math
+import time
 from collections.abc import Sequence
+from datetime import UTC, datetime
+from email.utils import parsedate_to_datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple, Protocol
 
@@ -34,13 +37,22 @@ from bench.core import (
     summarize,
     utc_now,
 )
+from bench.core._errors import ServerError
 from bench.engines import get_engine
 from bench.machine import measured_summary, no_telemetry_note
-from bench.measure._acceptance import SGLANG_GAUGES, combine, delta, server_ttft_ms, snapshot
+from bench.measure._acceptance import (
+    METRICS,
+    SGLANG_GAUGES,
+    combine,
+    counters_went_back,
+    delta,
+    read_metrics,
+    server_ttft_ms,
+)
 from bench.measure._client import Connection, RawResponse, chat_body, interpret_chat_stream, request
 from bench.measure._gcpause import gc_paused
 from bench.measure._probes import MAX_PROBES, logprob_probes
-from bench.measure._validity import measurement_reasons, throttle_warnings
+from bench.measure._validity import MetricsProblem, measurement_reasons, throttle_warnings
 from bench.measure._workload import PromptFactory, load_tokenizer, nonce_stream, prompt_sha256
 from bench.schema import (
     PAYLOAD_SCHEMA,
@@ -62,6 +74,13 @@ if TYPE_CHECKING:
     from bench.machine import Sampler
 
 PROBE_TIMEOUT_S = 10.0
+#: HTTP statuses after which a request that changed nothing may be sent again, at most
+#: RETRIES times, after the server's Retry-After (DEFAULT_RETRY_S without one); a Retry-After
+#: longer than MAX_RETRY_AFTER_S is not waited for
+RETRY_STATUSES = (429, 503)
+RETRIES = 3
+DEFAULT_RETRY_S = 1.0
+MAX_RETRY_AFTER_S = 60.0
 NO_SAMPLER = "no telemetry sampler was running for this measurement"
 
 
@@ -86,6 +105,9 @@ class RunSpec(StrictModel):
     allow_prompt_mismatch: bool = False
     prompt_seed: int | None = Field(default=None, ge=0)
     request_timeout_s: float = Field(default=600.0, gt=0)
+    #: no byte for this long once a stream has sent its first event: the stream stalled
+    #: (the wait before the first event, prefill and queueing, is bounded by the request's)
+    stall_timeout_s: float = Field(default=120.0, gt=0, allow_inf_nan=False)
     simulated: bool = False
     toy_model: bool = False
     run_id: str | None = None
@@ -189,36 +211,82 @@ def probe_level(spec: RunSpec, measured: Measured) -> Payload:
     return measured.payload.model_copy(update=update)
 
 
+def retry_after(raw: RawResponse) -> float | None:
+    """Seconds to wait before sending again a request answered 429/503 (its Retry-After, in
+    seconds or as an HTTP date; DEFAULT_RETRY_S without one); None: not a retryable answer,
+    or a wait longer than MAX_RETRY_AFTER_S."""
+    if raw.status not in RETRY_STATUSES:
+        return None
+    value = raw.headers.get("retry-after", "").strip()
+    if not value:
+        return DEFAULT_RETRY_S
+    wait = float(value) if value.isdigit() else None
+    if wait is None:
+        try:
+            when = parsedate_to_datetime(value)
+        except (TypeError, ValueError):
+            return DEFAULT_RETRY_S
+        if when.tzinfo is None:
+            when = when.replace(tzinfo=UTC)
+        wait = max(0.0, (when - datetime.now(UTC)).total_seconds())
+    return wait if wait <= MAX_RETRY_AFTER_S else None
+
+
+def _refusal(raw: RawResponse) -> str:
+    ra = raw.headers.get("retry-after")
+    return f"HTTP {raw.status}" + (f" (Retry-After: {ra})" if ra else "")
+
+
 async def _server_prompt_count(spec: RunSpec, prompt: str) -> int:
     body = chat_body(spec.served_model, prompt, max_tokens=1, temperature=spec.temperature)
     body["ignore_eos"] = False
-    conn = Connection(spec.base_url, sse=True)
-    try:
-        await conn.open(PROBE_TIMEOUT_S)
-    except (OSError, TimeoutError) as err:
-        raise InputError("--base-url", f"cannot connect to {spec.base_url}: {err}") from None
-    conn.send("POST", "/v1/chat/completions", json.dumps(body).encode())
-    raw = await conn.wait(spec.request_timeout_s)
-    rec = interpret_chat_stream(raw, "calibration", 0, max_tokens=1)
+    for attempt in range(RETRIES + 1):
+        conn = Connection(spec.base_url, sse=True)
+        try:
+            await conn.open(PROBE_TIMEOUT_S)
+        except (OSError, TimeoutError) as err:
+            raise ServerError(
+                f"--base-url {spec.base_url}: calibration: cannot connect: {err}"
+            ) from None
+        conn.send("POST", "/v1/chat/completions", json.dumps(body).encode())
+        raw = await conn.wait(spec.request_timeout_s, spec.stall_timeout_s)
+        conn.close()
+        wait = retry_after(raw)
+        if wait is None or attempt == RETRIES:
+            break
+        await asyncio.sleep(wait)
+    rec = interpret_chat_stream(raw, "calibration", 0, max_tokens=1, model=spec.served_model)
     if rec.error is not None or rec.prompt_tokens is None:
         why = rec.error or "; ".join(rec.reasons) or "no usage.prompt_tokens"
-        raise InputError("--base-url", f"calibration request failed: {why}")
+        status = raw.status or 0
+        if 400 <= status < 500 and status not in (408, *RETRY_STATUSES):
+            # the request built from the user's options was refused (e.g. a prompt longer
+            # than the server's context)
+            raise InputError("--base-url", f"calibration request refused: {why}")
+        retried = f" after {attempt} retr{'y' if attempt == 1 else 'ies'}" if attempt else ""
+        raise ServerError(f"--base-url {spec.base_url}: calibration request failed{retried}: {why}")
     return rec.prompt_tokens
 
 
 async def _probe(spec: RunSpec) -> tuple[bool, list[str]]:
     """Reachability and served-model check; returns (emulator announced?, served model ids)."""
-    raw = await request(spec.base_url, "GET", "/v1/models", timeout_s=PROBE_TIMEOUT_S)
+    for attempt in range(RETRIES + 1):
+        raw = await request(spec.base_url, "GET", "/v1/models", timeout_s=PROBE_TIMEOUT_S)
+        wait = retry_after(raw)
+        if wait is None or attempt == RETRIES:
+            break
+        await asyncio.sleep(wait)
+    if raw.status is None and raw.error and raw.error.startswith("cannot connect"):
+        raise InputError("--base-url", raw.error)  # nothing listens where the user pointed
+    where = f"--base-url {spec.base_url}: GET /v1/models"
     if raw.status is None:
-        raise InputError("--base-url", raw.error or f"no response from {spec.base_url}")
+        raise ServerError(f"{where}: {raw.error or 'no response'}")
     if raw.status != 200:
-        raise InputError("--base-url", f"GET /v1/models answered HTTP {raw.status}")
+        raise ServerError(f"{where} answered {_refusal(raw)}")
     try:
         ids = [m["id"] for m in json.loads(raw.body)["data"]]
     except (ValueError, KeyError, TypeError):
-        raise InputError(
-            "--base-url", "GET /v1/models did not return an OpenAI model list"
-        ) from None
+        raise ServerError(f"{where} did not return an OpenAI model list") from None
     if spec.served_model not in ids:
         raise InputError("--served-model", f"{spec.served_model!r} not served (serves: {ids})")
     return raw.is_emulator, ids
@@ -240,11 +308,30 @@ async def _server_version(spec: RunSpec) -> str | None:
     return str(value) if value else None
 
 
-async def _scrape(spec: RunSpec) -> tuple[MetricSnapshot | None, bool]:
+class Scrape(NamedTuple):
+    """One GET /metrics: the snapshot of the served model's series, or what went wrong."""
+
+    snapshot: MetricSnapshot | None
+    is_emulator: bool
+    problem: str | None = None
+    status: int | None = None
+    series: str = ""
+    other_models: tuple[str, ...] = ()
+
+
+async def _scrape(spec: RunSpec) -> Scrape:
     raw = await request(spec.base_url, "GET", "/metrics", timeout_s=PROBE_TIMEOUT_S)
+    if raw.status is None:
+        return Scrape(None, False, f"unreachable: {raw.error or 'no response'}")
     if raw.status != 200:
-        return None, raw.is_emulator
-    return snapshot(spec.engine, raw.body.decode("utf-8", "replace")), raw.is_emulator
+        return Scrape(None, raw.is_emulator, f"answered HTTP {raw.status}", raw.status)
+    read = read_metrics(
+        raw.body.decode("utf-8", "replace"), METRICS[spec.engine], spec.served_model
+    )
+    if read.problem is not None:
+        return Scrape(None, raw.is_emulator, read.problem, raw.status)
+    snap = MetricSnapshot(at=time.perf_counter(), values=read.values)
+    return Scrape(snap, raw.is_emulator, None, 200, read.series, read.other_models)
 
 
 async def _one_iteration(
@@ -267,14 +354,18 @@ async def _one_iteration(
             conn.send("POST", "/v1/chat/completions", body)
         raws = await asyncio.gather(
             *(
-                c.wait(spec.request_timeout_s) if not isinstance(e, BaseException) else _done(c.raw)
+                c.wait(spec.request_timeout_s, spec.stall_timeout_s)
+                if not isinstance(e, BaseException)
+                else _done(c.raw)
                 for c, e in zip(conns, opened, strict=True)
             )
         )
     for c in conns:
         c.close()
     records = [
-        interpret_chat_stream(raw, _request_id(raw, index, k), k, spec.max_tokens)
+        interpret_chat_stream(
+            raw, _request_id(raw, index, k), k, spec.max_tokens, model=spec.served_model
+        )
         for k, raw in enumerate(raws)
     ]
     for rec, prompt in zip(records, prompts, strict=True):
@@ -366,18 +457,59 @@ async def measure_async(
     iterations: list[IterationRecord] = []
     first_prompt: str | None = None
     probe_prompts: list[str] = []
+    metrics_problems: list[MetricsProblem] = []
+    series: dict[str, Any] = {}
     total = spec.warmup + spec.iterations
     for i in range(total):
         warmup = i < spec.warmup
         if progress is not None:
             progress.iteration_started(i, total, warmup)
-        before, em1 = (None, False) if warmup else await _scrape(spec)
-        it, raws, prompts = await _one_iteration(spec, factory, i, warmup)
-        after, em2 = (None, False) if warmup else await _scrape(spec)
-        is_emulator = is_emulator or em1 or em2 or any(r.is_emulator for r in raws)
+        for attempt in range(RETRIES + 1):
+            before = None if warmup else await _scrape(spec)
+            it, raws, prompts = await _one_iteration(spec, factory, i, warmup)
+            after = None if warmup else await _scrape(spec)
+            is_emulator = is_emulator or any(r.is_emulator for r in raws)
+            is_emulator = is_emulator or any(s.is_emulator for s in (before, after) if s)
+            # A request the server refused with 429/503 produced nothing: the whole iteration
+            # (its streams start together) is sent again once the server's Retry-After passed.
+            waits = [retry_after(r) for r in raws if r.status in RETRY_STATUSES]
+            if not waits or None in waits or attempt == RETRIES:
+                break
+            wait = max(w for w in waits if w is not None)
+            refused = next(r for r in raws if r.status in RETRY_STATUSES)
+            warnings.append(
+                f"iteration {i}: the server answered {_refusal(refused)} to "
+                f"{len(waits)}/{len(raws)} request(s); sent the iteration again after {wait:g} s"
+            )
+            await asyncio.sleep(wait)
         if before is not None and after is not None:
-            it.acceptance = delta(spec.engine, before, after, spec.spec_num_tokens)
-            it.server_ttft_ms = server_ttft_ms(spec.engine, before, after)
+            for scrape, when in ((before, "before"), (after, "after")):
+                if scrape.problem is not None:
+                    metrics_problems.append(
+                        MetricsProblem(
+                            "scrape",
+                            i,
+                            f"iteration {i}: GET /metrics {when} it {scrape.problem}",
+                            scrape.status,
+                        )
+                    )
+            if before.snapshot is not None and after.snapshot is not None:
+                back = counters_went_back(before.snapshot, after.snapshot)
+                if back:
+                    metrics_problems.append(
+                        MetricsProblem(
+                            "reset", i, f"iteration {i}: {'; '.join(back[:4])}", after.status
+                        )
+                    )
+                else:
+                    acc = delta(spec.engine, before.snapshot, after.snapshot, spec.spec_num_tokens)
+                    if acc is not None:
+                        acc = acc.model_copy(
+                            update={"source": f"{acc.source}, series {after.series}"}
+                        )
+                    it.acceptance = acc
+                    it.server_ttft_ms = server_ttft_ms(spec.engine, before.snapshot, after.snapshot)
+                series = {"series": after.series, "other_models_ignored": list(after.other_models)}
         if not warmup and first_prompt is None:
             first_prompt = prompts[0]
         if not warmup:
@@ -385,7 +517,16 @@ async def measure_async(
         iterations.append(it)
         if progress is not None:
             progress.iteration_finished(it)
-    payload = _payload(spec, iterations, first_prompt or "", is_emulator, started, warnings)
+    payload = _payload(
+        spec,
+        iterations,
+        first_prompt or "",
+        is_emulator,
+        started,
+        warnings,
+        metrics_problems,
+        series,
+    )
     return Measured(with_telemetry(payload, telemetry, no_telemetry_reason), probe_prompts)
 
 
@@ -418,6 +559,8 @@ def _payload(
     is_emulator: bool,
     started: str,
     warnings: list[str],
+    metrics_problems: list[MetricsProblem] | None = None,
+    series: dict[str, Any] | None = None,
 ) -> Payload:
     measured = [it for it in iterations if not it.warmup]
     valid = [it for it in measured if it.valid]
@@ -428,6 +571,7 @@ def _payload(
         acceptance=acc,
         prompt_tokens=spec.prompt_tokens,
         allow_prompt_mismatch=spec.allow_prompt_mismatch,
+        metrics_problems=metrics_problems or [],
     )
     warnings = [*warnings, *more_warnings]
     simulated = spec.simulated or is_emulator
@@ -477,7 +621,8 @@ def _payload(
         gpuMemUtil=spec.gpu_mem_util,
         commandSnippet=spec.command_snippet,
     )
-    raw_acc: dict[str, Any] = {}
+    # which /metrics series the counters were read from (model_name of the served model)
+    raw_acc: dict[str, Any] = {"metrics_series": series} if series else {}
     if spec.engine == "sglang":
         gauges = [
             it.acceptance.after.values for it in valid if it.acceptance and it.acceptance.after

@@ -111,6 +111,58 @@ def zero_acceptance(
     )
 
 
+@dataclass(frozen=True)
+class MetricsProblem:
+    """What went wrong with the /metrics scrapes around one measured iteration: ``scrape``
+    (unreachable, an HTTP error, a body that is not Prometheus text) or ``reset`` (counters
+    lower after the window than before it)."""
+
+    kind: Literal["scrape", "reset"]
+    iteration: int
+    message: str
+    status: int | None = None
+
+
+def metrics_reasons(
+    problems: list[MetricsProblem], *, speculative: bool, measured: int
+) -> list[ValidityReason]:
+    """Counters that went back: the engine restarted inside a measured window (invalid; no
+    acceptance from a negative delta). A failed scrape: that window's acceptance is unknown
+    (invalid with speculation on, a warning without); a server without /metrics at all (404 at
+    every scrape) leaves acceptance unknown, a warning, as one without speculative counters."""
+    out: list[ValidityReason] = []
+    resets = [p for p in problems if p.kind == "reset"]
+    if resets:
+        out.append(
+            _reason(
+                "metrics_counters_reset",
+                f"/metrics counters went backwards inside {len(resets)} measured window(s) "
+                f"({resets[0].message}): the engine restarted mid-run (or lost its counters); "
+                "no acceptance is computed from a negative delta",
+                [p.message for p in resets],
+            )
+        )
+    failed = [p for p in problems if p.kind == "scrape"]
+    if failed:
+        never = len(failed) == 2 * measured and all(p.status == 404 for p in failed)
+        if never:
+            code, what = "no_metrics_endpoint", "the server has no /metrics (HTTP 404)"
+        else:
+            code = "metrics_scrape_failed"
+            windows = len({p.iteration for p in failed})
+            what = f"GET /metrics failed around {windows} measured iteration(s)"
+        out.append(
+            ValidityReason(
+                code=code,
+                severity="invalid" if speculative and not never else "warning",
+                message=f"{what} ({failed[0].message}): the acceptance of "
+                f"{'those windows' if not never else 'the run'} is unknown",
+                evidence=[p.message for p in failed][:MAX_EVIDENCE],
+            )
+        )
+    return out
+
+
 def measurement_reasons(
     measured: list[IterationRecord],
     *,
@@ -118,6 +170,7 @@ def measurement_reasons(
     acceptance: AcceptanceDelta | None,
     prompt_tokens: int,
     allow_prompt_mismatch: bool,
+    metrics_problems: list[MetricsProblem] | None = None,
 ) -> tuple[list[ValidityReason], list[str]]:
     """The measurement's verdict on its measured iterations: (reasons, warnings)."""
     valid = [it for it in measured if it.valid]
@@ -138,9 +191,12 @@ def measurement_reasons(
                 f"prompt mismatch allowed: server counted {sorted(c for c in counts if c)} "
                 f"prompt tokens, requested {prompt_tokens}"
             )
+    problems = metrics_problems or []
+    reasons += metrics_reasons(problems, speculative=spec_method != "NONE", measured=len(measured))
     if spec_method != "NONE" and valid:
         if acceptance is None:
-            warnings.append("no speculative-decoding counters on /metrics: acceptance unknown")
+            if not problems:
+                warnings.append("no speculative-decoding counters on /metrics: acceptance unknown")
         else:
             zero = zero_acceptance(
                 spec_method, acceptance.accepted_tokens, acceptance.draft_tokens, acceptance.drafts

@@ -88,13 +88,13 @@ def make_app(state: State) -> web.Application:
 
     async def metrics(_: web.Request) -> web.Response:
         c = state.counters
+        # the served model's series (vLLM labels each with model_name = the served name)
+        labels = f'{{engine="0",model_name="{state.shape.model}"}}'
         lines = [
             "# TYPE vllm:spec_decode_num_drafts_total counter",
-            f'vllm:spec_decode_num_drafts_total{{engine="0",model_name="m"}} {c["drafts"]}',
-            f'vllm:spec_decode_num_draft_tokens_total{{engine="0",model_name="m"}} '
-            f"{c['draft_tokens']}",
-            f'vllm:spec_decode_num_accepted_tokens_total{{engine="0",model_name="m"}} '
-            f"{c['accepted']}",
+            f"vllm:spec_decode_num_drafts_total{labels} {c['drafts']}",
+            f"vllm:spec_decode_num_draft_tokens_total{labels} {c['draft_tokens']}",
+            f"vllm:spec_decode_num_accepted_tokens_total{labels} {c['accepted']}",
         ]
         return web.Response(text="\n".join(lines) + "\n", headers=headers())
 

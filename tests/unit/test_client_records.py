@@ -49,7 +49,6 @@ def test_a_healthy_stream_field_by_field() -> None:
     r = raw(
         ev(0.1, delta(role="assistant")),
         ev(0.2, {"choices": [{"delta": {"reasoning_content": "ab", "content": "c"}}]}),
-        ev(0.3, b"[DONE]"),  # an early [DONE] ends nothing: what follows still counts
         ev(0.5, {"choices": [{"delta": {"content": "de"}, "finish_reason": "length"}]}),
         ev(0.6, usage),
         ev(0.7, b"[DONE]"),
