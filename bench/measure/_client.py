@@ -416,7 +416,7 @@ def interpret_chat_stream(
             continue
         try:
             obj = _json_decode(data.decode())
-        except ValueError:
+        except (ValueError, RecursionError):  # RecursionError: nesting deeper than Python's stack
             rec.error = (
                 f"malformed SSE event #{k}: {_one_line(data.decode('utf-8', 'replace'), 80)}"
             )

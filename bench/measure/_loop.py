@@ -284,8 +284,8 @@ async def _probe(spec: RunSpec) -> tuple[bool, list[str]]:
     if raw.status != 200:
         raise ServerError(f"{where} answered {_refusal(raw)}")
     try:
-        ids = [m["id"] for m in json.loads(raw.body)["data"]]
-    except (ValueError, KeyError, TypeError):
+        ids = [str(m["id"]) for m in json.loads(raw.body)["data"]]
+    except (ValueError, KeyError, TypeError, RecursionError):
         raise ServerError(f"{where} did not return an OpenAI model list") from None
     if spec.served_model not in ids:
         raise InputError("--served-model", f"{spec.served_model!r} not served (serves: {ids})")
@@ -303,7 +303,7 @@ async def _server_version(spec: RunSpec) -> str | None:
         return None
     try:
         value = json.loads(raw.body).get(engine.version_key)
-    except (ValueError, AttributeError):
+    except (ValueError, AttributeError, RecursionError):
         return None
     return str(value) if value else None
 
@@ -385,7 +385,7 @@ def _request_id(raw: RawResponse, index: int, k: int) -> str:
             rid = obj.get("id") if isinstance(obj, dict) else None
             if isinstance(rid, str):
                 return rid
-        except ValueError:
+        except (ValueError, RecursionError):
             pass
     return f"it{index}-s{k}"
 

@@ -74,7 +74,7 @@ def _answer(raw: RawResponse) -> tuple[str | None, int | None, str | None]:
         reasoning = msg.get("reasoning_content") or msg.get("reasoning") or ""
         count = (obj.get("usage") or {}).get("completion_tokens")
         return reasoning + (msg.get("content") or ""), count, None
-    except (ValueError, KeyError, IndexError, TypeError, AttributeError) as err:
+    except (ValueError, KeyError, IndexError, TypeError, AttributeError, RecursionError) as err:
         return None, None, f"not a chat completion: {type(err).__name__} {err}"
 
 
@@ -86,7 +86,7 @@ def _probe(raw: RawResponse, prompt: str, max_tokens: int) -> LogprobProbe:
         return LogprobProbe(prompt_sha256=sha, output_sha256=out, error=error)
     try:
         tokens = parse_logprobs(raw)
-    except (KeyError, TypeError, ValueError) as err:
+    except (KeyError, TypeError, ValueError, AttributeError, RecursionError) as err:
         return LogprobProbe(prompt_sha256=sha, output_sha256=out, error=f"bad logprobs: {err}")
     if not tokens:
         error = "the engine returned no logprobs"

@@ -14,6 +14,7 @@ import pytest
 
 from bench.measure import RawResponse, interpret_chat_stream
 from bench.measure._client import _Protocol
+from bench.measure._probes import _probe
 
 M = 3
 MODEL = "served"
@@ -189,3 +190,30 @@ def test_events_without_their_data_field_are_not_dropped_silently() -> None:
     # one read: every token at one instant, the only reason left
     assert rec.error is None and rec.output_text == "abc"
     assert rec.reasons == ["all tokens arrived in one chunk: decode rate undefined"]
+
+
+def test_nesting_deeper_than_the_stack_is_a_malformed_event() -> None:
+    deep = b"[" * 100_000 + b"]" * 100_000
+    rec = read(_edit(2, deep))
+    assert not rec.valid and rec.error is not None
+    assert rec.error.startswith("malformed SSE event #2")
+
+
+@pytest.mark.parametrize(
+    "logprobs",
+    [
+        ["a"],
+        {"content": ["tok"]},
+        {"content": [{"token": "a"}]},
+        {"content": [{"token": "a", "logprob": "x"}]},
+    ],
+    ids=["an array", "entries strings", "no logprob", "logprob not a number"],
+)
+def test_logprob_answers_of_the_wrong_shape_are_a_probe_error(logprobs: Any) -> None:
+    answer = {
+        "choices": [{"message": {"content": "a"}, "logprobs": logprobs}],
+        "usage": {"completion_tokens": 1},
+    }
+    r = RawResponse(status=200, body=json.dumps(answer).encode())
+    probe = _probe(r, "prompt", 1)
+    assert probe.error is not None and probe.error.startswith("bad logprobs")
