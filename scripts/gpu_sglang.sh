@@ -164,12 +164,48 @@ gptq() { # the seed's bug: the stock tree for mtp-stock, the patched one for the
   SGLANG_TREE=stock device_env
   matrix tiny-sglang-gpu-gptq --only mtp-stock
   SGLANG_TREE=patched device_env
-  matrix tiny-sglang-gpu-gptq
+  matrix tiny-sglang-gpu-gptq --only baseline --only mtp
   report tiny-sglang-gpu-gptq
 }
 gptqp() { # the patched configurations alone, each server given READY_S (default 150 s)
   matrix tiny-sglang-gpu-gptq --only baseline --only mtp --ready-timeout "${READY_S:-150}"
   report tiny-sglang-gpu-gptq
+}
+gptqe() { # the same without CUDA graphs (the graph capture stalled): stock first, then patched
+  SGLANG_TREE=stock device_env
+  matrix tiny-sglang-gpu-gptq-eager --only mtp-stock-eager
+  SGLANG_TREE=patched device_env
+  matrix tiny-sglang-gpu-gptq-eager --only mtp-eager --only baseline-eager
+  report tiny-sglang-gpu-gptq-eager
+}
+probe() { # probe NAME DEADLINE_S FLAGS...: tests/gpu/stall_probe.py on mtp35-gptq (stacks on a stall)
+  local name=$1 deadline=$2
+  shift 2
+  [ "$(left)" -gt $((deadline + 40)) ] || { echo "skipped probe $name: $(left) s left" && return 0; }
+  (timeout $((deadline + 30)) python3 tests/gpu/stall_probe.py --out ~/rec/"$name" \
+    --model /models/mtp35-gptq --stall-s 60 --deadline-s "$deadline" -- \
+    --context-length 1024 --mem-fraction-static 0.2 --max-running-requests 4 \
+    --attention-backend triton --sampling-backend pytorch --cuda-graph-backend-prefill disabled \
+    "$@") || true
+  grep -v "GET /health" ~/rec/"$name"/server.log | tail -n 80 || true
+}
+stall() { # the patched baseline with graphs on, its stacks dumped when the capture stalls
+  probe stall 200
+}
+marlin() { # the patched baseline eager on gptq_marlin, kernel launches synchronous, stacks on the stall
+  CUDA_LAUNCH_BLOCKING=1 probe marlin-eager 110 --disable-cuda-graph
+}
+gptqk() { # the non-Marlin GPTQ kernel in float16: a probe, then stock vs patched if it served
+  export SGLANG_MAMBA_CONV_DTYPE=float16
+  probe gptq-fp16 110 --disable-cuda-graph --quantization gptq --dtype float16
+  if grep -q '"outcome": "served"' ~/rec/gptq-fp16/probe.json 2>/dev/null; then
+    SGLANG_TREE=stock device_env
+    matrix tiny-sglang-gpu-gptq-kernel --only mtp-stock-gptqk
+    SGLANG_TREE=patched device_env
+    matrix tiny-sglang-gpu-gptq-kernel --only mtp-gptqk --only baseline-gptqk
+    report tiny-sglang-gpu-gptq-kernel
+  fi
+  unset SGLANG_MAMBA_CONV_DTYPE
 }
 rule() { # the shape that hides the bug, stock only
   SGLANG_TREE=stock device_env
