@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Final, Literal
 
@@ -68,8 +68,13 @@ class ChartSpec(StrictModel):
         return Chart(file=self.file, alt=self.alt, title=self.title)
 
 
-def _label(r: RunView) -> str:
+def _label(r: RunView | ConcurrencySweep) -> str:
     return f"{engine_label(r.engine)} + {method_label(r.method)}"
+
+
+#: how a chart names a run or a sweep (the report passes one that names the configuration
+#: where two share engine and method)
+Labeller = Callable[[RunView | ConcurrencySweep], str]
 
 
 def _title(text: str, simulated: bool) -> str:
@@ -83,7 +88,13 @@ def _err(f: Figure) -> float:
 
 
 def _bar_spec(
-    role: str, runs: Sequence[RunView], metric: str, ylabel: str, title: str, alt: str
+    role: str,
+    runs: Sequence[RunView],
+    metric: str,
+    ylabel: str,
+    title: str,
+    alt: str,
+    label: Labeller = _label,
 ) -> ChartSpec | None:
     rows = [(r, getattr(r, metric)) for r in runs if getattr(r, metric).mean is not None]
     if not rows:
@@ -95,7 +106,7 @@ def _bar_spec(
         title=title,
         kind="bars",
         ylabel=ylabel,
-        labels=[_label(r) for r, _ in rows],
+        labels=[label(r) for r, _ in rows],
         values=[f.mean for _, f in rows],
         errors=[_err(f) for _, f in rows],
         annotate=True,
@@ -103,7 +114,10 @@ def _bar_spec(
 
 
 def chart_specs(
-    single: Sequence[RunView], sweeps: Sequence[ConcurrencySweep], simulated: bool
+    single: Sequence[RunView],
+    sweeps: Sequence[ConcurrencySweep],
+    simulated: bool,
+    label: Labeller = _label,
 ) -> list[ChartSpec]:
     """Every chart the data supports, as data (no matplotlib)."""
     specs: list[ChartSpec | None] = [
@@ -114,6 +128,7 @@ def chart_specs(
             "tok/s per stream",
             _title("Decode throughput at concurrency 1 (mean, 95% CI)", simulated),
             "Decode throughput chart",
+            label,
         ),
         _bar_spec(
             "ttft",
@@ -122,6 +137,7 @@ def chart_specs(
             "ms",
             _title("Time to first token at concurrency 1 (mean, 95% CI)", simulated),
             "TTFT chart",
+            label,
         ),
     ]
     drawable = [s for s in sweeps if sum(p.aggregate is not None for p in s.points) >= 1]
@@ -131,7 +147,7 @@ def chart_specs(
             pts = [p for p in s.points if p.aggregate is not None and p.valid]
             series.append(
                 Series(
-                    label=f"{engine_label(s.engine)} + {method_label(s.method)}",
+                    label=label(s),
                     x=[float(p.concurrency) for p in pts],
                     y=[float(p.aggregate or 0.0) for p in pts],
                 )
@@ -163,7 +179,7 @@ def chart_specs(
                 ),
                 kind="bars",
                 ylabel="acceptance rate, %",
-                labels=[_label(r) for r in acc],
+                labels=[label(r) for r in acc],
                 values=[100.0 * (r.acceptance_rate or 0.0) for r in acc],
                 color="#55A868",
                 ylim=(0.0, 100.0),
@@ -220,10 +236,11 @@ def render_charts(
     single: Sequence[RunView],
     sweeps: Sequence[ConcurrencySweep],
     simulated: bool,
+    label: Labeller = _label,
 ) -> dict[str, Chart]:
     """Draw every chart the data supports (skipping current ones); returns them by role.
     Charts of an earlier render that the data no longer supports are removed."""
-    specs = chart_specs(single, sweeps, simulated)
+    specs = chart_specs(single, sweeps, simulated, label)
     manifest = _manifest(out_dir)
     todo = [s for s in specs if not _current(s, out_dir, manifest)]
     if todo:

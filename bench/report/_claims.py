@@ -20,7 +20,7 @@ from typing import Literal, TypeVar
 
 from bench.core import StrictModel, t_cdf
 from bench.report._model import ConfigInfo, Figure, PublishedDelta, RunSet, RunView
-from bench.report._text import pct
+from bench.report._text import p_is, pct
 
 ALPHA = 0.05
 STABLE_CV = 0.02  # a run whose decode CV is at most 2% is called stable
@@ -159,7 +159,7 @@ def _adjusted(
     if family is not None and key is not None and key in family.adjusted:
         q = family.adjusted[key]
         sig: Significance = "significant" if q < ALPHA else "not_significant"
-        return sig, q, f", Holm-adjusted p={q:.3g} ({family.size} claims)"
+        return sig, q, f", Holm-adjusted p{p_is(q)} ({family.size} claims)"
     return ("significant" if p < ALPHA else "not_significant"), None, ""
 
 
@@ -177,7 +177,8 @@ def _test_adj(
         p = welch_samples(fa.samples, fb.samples)
         sig, q, adj = _adjusted(p, key, family)
         basis = (
-            f"Welch t-test over {len(fa.samples)} and {len(fb.samples)} iterations, p={p:.3g}" + adj
+            f"Welch t-test over {len(fa.samples)} and {len(fb.samples)} iterations, p{p_is(p)}"
+            + adj
         )
         return sig, p, basis, q
     if (
@@ -192,7 +193,7 @@ def _test_adj(
         p = welch_summary(fa.mean, fa.stddev, fa.n, fb.mean, fb.stddev, fb.n)
         sig, q, adj = _adjusted(p, key, family)
         assumed = " (assumed spread: the source's stated bound)" if fa.spread_assumed else ""
-        basis = f"Welch t-test from mean, stddev and n{assumed}, p={p:.3g}" + adj
+        basis = f"Welch t-test from mean, stddev and n{assumed}, p{p_is(p)}" + adj
         return sig, p, basis, q
     return "unknown", None, "no spread known, significance cannot be tested", None
 
@@ -299,30 +300,42 @@ def ordered_unique(values: Iterable[str]) -> list[str]:
 
 
 class Pairwise(StrictModel):
-    """Comparisons within one engine (across methods) or within one method (across engines)."""
+    """Comparisons within one engine (across methods), within one method (across engines), or
+    between two configurations of one engine and method."""
 
     group: str  # the shared engine or method
     decode: Comparison
     ttft: Comparison
 
 
-def _pairs_within(
-    runs: Sequence[RunView], by: Literal["engine", "method"]
-) -> list[tuple[str, RunView, RunView]]:
+Grouping = Literal["engine", "method", "setup"]
+
+
+def _pairs_within(runs: Sequence[RunView], by: Grouping) -> list[tuple[str, RunView, RunView]]:
+    """Pairs that share ``by`` and differ in the other: the same engine with two methods
+    (``engine``), the same method on two engines (``method``), or two configurations of the
+    same engine and method (``setup``, grouped by engine). A method comparison is only ever
+    across methods, an engine comparison only across engines."""
     out = []
-    for g in ordered_unique(getattr(r, by) for r in runs):
-        members = [r for r in runs if getattr(r, by) == g]
-        out += [(g, a, b) for a, b in itertools.combinations(members, 2)]
+    key = "engine" if by == "setup" else by
+    for g in ordered_unique(getattr(r, key) for r in runs):
+        members = [r for r in runs if getattr(r, key) == g]
+        for a, b in itertools.combinations(members, 2):
+            same_engine, same_method = a.engine == b.engine, a.method == b.method
+            if (by == "setup") == (same_engine and same_method):
+                out.append((g, a, b))
     return out
 
 
 def within(
     runs: Sequence[RunView],
-    by: Literal["engine", "method"],
+    by: Grouping,
     rs: RunSet,
     family: Family | None = None,
 ) -> list[Pairwise]:
-    """Every pair sharing an engine (``by='engine'``) or a method, decode winner first."""
+    """Every pair sharing an engine across methods (``by='engine'``), a method across engines
+    (``by='method'``), or engine and method across configurations (``by='setup'``), decode
+    winner first."""
     out: list[Pairwise] = []
     deltas = rs.published_deltas
     for g, a, b in _pairs_within(runs, by):
@@ -343,11 +356,12 @@ class TtftLeader(StrictModel):
 def ttft_leaders(
     runs: Sequence[RunView], rs: RunSet, family: Family | None = None
 ) -> list[TtftLeader]:
-    """Per method, the run whose TTFT is lower than every other run of that method."""
+    """Per method run on more than one engine, the run whose TTFT is lower than every other
+    run of that method."""
     out: list[TtftLeader] = []
     for m in ordered_unique(r.method for r in runs):
         members = [r for r in runs if r.method == m]
-        if len(members) < 2:
+        if len({r.engine for r in members}) < 2:  # an engine comparison needs two engines
             continue
         leader, bases = None, []
         for cand in members:
@@ -565,7 +579,7 @@ def claim_family(
     ranked = ranking(single)
     for a, b in itertools.pairwise(ranked):
         add("decode", a, b)
-    for by in ("engine", "method"):
+    for by in ("engine", "method", "setup"):
         for _, a, b in _pairs_within(single, by):
             add("decode", a, b)
     for a, b in itertools.combinations(single, 2):

@@ -27,6 +27,7 @@ from bench.report._claims import (
     within,
 )
 from bench.report._depth import DepthSweep, depth_sweeps, depth_tests
+from bench.report._labels import differing_settings, siblings
 from bench.report._lossless import NEAR_TIE_NATS, NEAR_TIE_REASON, LosslessRow, lossless
 from bench.report._model import RunSet, RunView
 from bench.report._text import pct
@@ -86,10 +87,25 @@ class SideBySide(StrictModel):
 
 
 def _dominant(pairs: list[Pairwise], attr: str) -> str | None:
-    """The engine/method (``attr``) that wins every decided decode comparison, if one does."""
-    if not pairs or not all(p.decode.decided for p in pairs):
-        return None
-    winners = {getattr(p.decode.winner, attr) for p in pairs}
+    """The method (``attr='method'``, over ``by_engine``) or engine (over ``by_method``) that
+    beats every other one in each group, by a decided decode comparison, if one does. With
+    three methods on an engine, the winner need not be decided against the third's pairs."""
+    winners = set()
+    for g in ordered_unique(p.group for p in pairs):
+        group = [p for p in pairs if p.group == g]
+        sides = ordered_unique(getattr(r, attr) for p in group for r in (p.decode.a, p.decode.b))
+        beats_all = [
+            x
+            for x in sides
+            if all(
+                p.decode.decided and getattr(p.decode.winner, attr) == x
+                for p in group
+                if x in (getattr(p.decode.a, attr), getattr(p.decode.b, attr))
+            )
+        ]
+        if len(beats_all) != 1:
+            return None
+        winners.add(beats_all[0])
     return winners.pop() if len(winners) == 1 else None
 
 
@@ -126,6 +142,8 @@ class ReportContext:
     ranked: list[Ranked]
     by_engine: list[Pairwise]
     by_method: list[Pairwise]
+    by_setup: list[Pairwise]
+    dominant_leads: list[Pairwise]
     leaders: list[TtftLeader]
     ttft_engine: str | None
     dominant_method: str | None
@@ -158,6 +176,8 @@ class ReportContext:
     depth: list[DepthSweep]
     toy_banner: str
     single_all_valid: Callable[[str, int], RunView | None]
+    differing: Callable[[str], list[str]]
+    siblings: Callable[[str], list[str]]
     charts: dict[str, Any] = dataclasses.field(default_factory=dict)
 
     def names(self) -> dict[str, Any]:
@@ -184,6 +204,7 @@ def build_context(rs: RunSet, reference: RunSet | None = None) -> ReportContext:
     ]
     by_engine = within(single, "engine", rs, family)
     by_method = within(single, "method", rs, family)
+    by_setup = within(single, "setup", rs, family)
     leaders = ttft_leaders(single, rs, family)
     leader_engines = {lead.run.engine for lead in leaders if lead.run is not None}
     ttft_engine = (
@@ -254,12 +275,16 @@ def build_context(rs: RunSet, reference: RunSet | None = None) -> ReportContext:
         ranked=ranked,
         by_engine=by_engine,
         by_method=by_method,
+        by_setup=by_setup,
+        dominant_leads=[
+            p for p in by_engine if p.decode.winner and p.decode.winner.method == dominant_method
+        ],
         leaders=leaders,
         ttft_engine=ttft_engine,
         dominant_method=dominant_method,
         dominant_engine=dominant_engine,
         methods=ordered_unique(r.method for r in ranked_runs),
-        engines=ordered_unique(r.engine for r in ranked_runs),
+        engines=ordered_unique(r.engine for r in single),
         best=best if best_decided else None,
         ttft_best=ttft_best,
         best_sweep=best_sweep if scales_best else None,
@@ -286,6 +311,8 @@ def build_context(rs: RunSet, reference: RunSet | None = None) -> ReportContext:
         depth=depth_sweeps(rs, family),
         toy_banner=TOY_MODEL_BANNER,
         single_all_valid=lambda config, c: _valid_current(rs, config, c),
+        differing=lambda config: differing_settings(rs, config),
+        siblings=lambda config: siblings(rs, config),
     )
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import hashlib
 import os
 import shlex
 from collections.abc import Sequence
@@ -19,8 +20,9 @@ from bench.report._charts import Chart, ChartSpec, draw, render_charts
 from bench.report._claims import single_request, speculative, sweeps
 from bench.report._compare import compare_hosts
 from bench.report._context import build_context
+from bench.report._labels import Labelled, named_configs, run_label, run_place
 from bench.report._load import load_artifacts
-from bench.report._model import RunSet, RunView
+from bench.report._model import RunSet
 from bench.report._reference import is_reference_dir, reference_runset
 from bench.report._text import (
     engine_label,
@@ -30,6 +32,7 @@ from bench.report._text import (
     md_fence,
     md_inline,
     method_label,
+    p_is,
 )
 
 TEMPLATES = Path(__file__).resolve().parents[2] / "reports" / "templates"
@@ -45,8 +48,49 @@ def load_runset(path: Path) -> RunSet:
     return load_artifacts(path)
 
 
-def label(run: RunView) -> str:
-    return md_inline(f"{engine_label(run.engine)} + {method_label(run.method)}")
+def _named(ctx: Any) -> set[str]:
+    rs = ctx.get("rs")
+    return named_configs(rs) if isinstance(rs, RunSet) else set()
+
+
+def _ctx_label(ctx: Any, obj: Labelled) -> str:
+    """'vLLM + DFlash', naming the configuration where two share engine and method."""
+    return md_inline(run_label(obj, _named(ctx)))
+
+
+def _ctx_place(ctx: Any, obj: Labelled) -> str:
+    """The engine, naming the configuration where two share engine and method."""
+    return md_inline(run_place(obj, _named(ctx)))
+
+
+def _ctx_method_name(ctx: Any, obj: Labelled) -> str:
+    """The method, naming the configuration where two share engine and method (a sentence
+    that already names the engine: 'On vLLM, draft model (self-draft) ...')."""
+    name = method_label(obj.method)
+    return md_inline(f"{name} ({obj.config})" if _ctx_names_config(ctx, obj) else name)
+
+
+def _ctx_names_config(ctx: Any, obj: Labelled) -> bool:
+    """Whether ``label`` already names the configuration."""
+    return obj.config in _named(ctx)
+
+
+def clause(text: object) -> str:
+    """Inline text that a sentence of the template ends: its own closing full stop dropped
+    (a note ending in a period gave '1.0..'), an ellipsis kept."""
+    out = md_inline(text).rstrip()
+    return out[:-1] if out.endswith(".") and not out.endswith("..") else out
+
+
+def upfirst(text: str) -> str:
+    """A sentence's first word capitalised ('draft model reached' -> 'Draft model reached')."""
+    return text[:1].upper() + text[1:]
+
+
+def way(n: int) -> str:
+    """A heading's count of what is there: 'Four-way' only with four."""
+    words = {2: "Two", 3: "Three", 4: "Four", 5: "Five", 6: "Six", 7: "Seven", 8: "Eight"}
+    return f"{words.get(n, str(n))}-way"
 
 
 def shell(argv: tuple[str, ...] | list[str]) -> str:
@@ -73,7 +117,10 @@ def _bytecode_cache() -> Any:
     import jinja2
 
     base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    folder = base / "specbench" / "jinja"
+    # keyed by this module's source: a filter that becomes context-aware is compiled into the
+    # template's code, so bytecode of an earlier filter set would call it wrongly
+    code = hashlib.sha256(Path(__file__).read_bytes()).hexdigest()[:12]
+    folder = base / "specbench" / "jinja" / code
     try:
         folder.mkdir(parents=True, exist_ok=True)
     except OSError:
@@ -96,17 +143,24 @@ def _env() -> Any:
         keep_trailing_newline=True,
     )
     env.filters.update(
+        label=jinja2.pass_context(_ctx_label),
+        place=jinja2.pass_context(_ctx_place),
+        mname=jinja2.pass_context(_ctx_method_name),
+        upfirst=upfirst,
+        p_is=p_is,
+        clause=clause,
+        way=way,
         md=md_inline,
         cell=md_cell,
         code=md_code,
         fence=md_fence,
         f=fmt,
-        label=label,
         eng=lambda e: md_inline(engine_label(e)),
         meth=lambda m: md_inline(method_label(m)),
         shell=shell,
         andjoin=and_join,
     )
+    env.tests["names_config"] = jinja2.pass_context(_ctx_names_config)
     return env
 
 
@@ -133,7 +187,10 @@ def render_report(
     out = Path(out_dir) if out_dir is not None else artifacts_dir / "report"
     ensure_dir(out, "--out")
     single = speculative(single_request(rs.runs))
-    charts = render_charts(out, single, sweeps(rs), rs.simulated)
+    named = named_configs(rs)
+    charts = render_charts(
+        out, single, sweeps(rs), rs.simulated, label=lambda r: run_label(r, named)
+    )
     path = out / "REPORT.md"
     write_text(path, render_markdown(rs, charts, reference))
     return path

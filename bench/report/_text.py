@@ -68,3 +68,13 @@ def fmt(value: float | None, digits: int = 2, unit: str = "") -> str:
 def pct(a: float, b: float) -> float:
     """The seed's percentage: (a / b - 1) * 100."""
     return (a / b - 1.0) * 100.0
+
+
+#: below this a p-value prints as a bound: float arithmetic gives 0 for p < ~1e-16
+P_FLOOR = 1e-15
+
+
+def p_is(p: float) -> str:
+    """A p-value after 'p': '=0.0123', or ' < 1e-15' where the arithmetic underflows
+    ('p=0' read as a certainty)."""
+    return f"={p:.3g}" if p >= P_FLOOR else f" < {P_FLOOR:.0e}"

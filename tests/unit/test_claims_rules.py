@@ -179,7 +179,7 @@ def test_ttft_lower_is_better_and_ties_are_not_significant() -> None:
 
 
 def test_published_differences_and_orderings() -> None:
-    a, b = run("a"), run("b")
+    a, b = run("a"), run("b", method="N")
     d = (
         PublishedDelta(metric="ttft", a="a", b="b", delta=-9.0),
         PublishedDelta(metric="decode", a="b", b="a", delta=-4.0),
@@ -216,24 +216,33 @@ def test_published_differences_and_orderings() -> None:
 
 def test_within_orders_each_pair_winner_first() -> None:
     x = run("x", decode=fig(1.0, 2.0, 3.0), ttft=fig(9.0, 10.0, 11.0), engine="vllm")
-    y = run("y", decode=fig(4.0, 5.0, 6.0), ttft=fig(19.0, 20.0, 21.0), engine="vllm")
+    y = run("y", decode=fig(4.0, 5.0, 6.0), ttft=fig(19.0, 20.0, 21.0), engine="vllm", method="N")
     z = run("z", decode=fig(7.0, 8.0, 9.0), ttft=fig(1.0, 2.0, 3.0), engine="sglang")
-    pairs = within([x, y, z], "engine", runset(x, y, z))
-    assert [(p.group, p.decode.a.key, p.decode.b.key) for p in pairs] == [("vllm", "y", "x")]
-    assert pairs[0].ttft.a.key == "y" and pairs[0].ttft.better == "b"
-    by_method = within([x, y, z], "method", runset(x, y, z))
-    assert [(p.decode.a.key, p.decode.b.key) for p in by_method] == [
-        ("y", "x"),
-        ("z", "x"),
-        ("z", "y"),
+    w = run("w", decode=fig(10.0, 11.0, 12.0), engine="vllm")  # x's engine and method
+    rs = runset(x, y, z, w)
+    pairs = within([x, y, z, w], "engine", rs)
+    # a method comparison is across methods only: x and w share vLLM and M
+    assert [(p.group, p.decode.a.key, p.decode.b.key) for p in pairs] == [
+        ("vllm", "y", "x"),
+        ("vllm", "w", "y"),
     ]
+    assert pairs[0].ttft.a.key == "y" and pairs[0].ttft.better == "b"
+    # an engine comparison is across engines only: x and w are both vLLM
+    by_method = within([x, y, z, w], "method", rs)
+    assert [(p.decode.a.key, p.decode.b.key) for p in by_method] == [("z", "x"), ("w", "z")]
+    # two configurations of one engine and method are compared as configurations
+    setup = within([x, y, z, w], "setup", rs)
+    assert [(p.group, p.decode.a.key, p.decode.b.key) for p in setup] == [("vllm", "w", "x")]
 
 
 def test_ttft_leader_must_beat_every_other_run() -> None:
-    a = run("a", ttft=fig(9.0, 10.0, 11.0))
-    b = run("b", ttft=fig(19.0, 20.0, 21.0))
-    c = run("c", ttft=fig(29.0, 30.0, 31.0))
+    a = run("a", ttft=fig(9.0, 10.0, 11.0), engine="e1")
+    b = run("b", ttft=fig(19.0, 20.0, 21.0), engine="e2")
+    c = run("c", ttft=fig(29.0, 30.0, 31.0), engine="e3")
     solo = run("s", ttft=fig(1.0, 2.0, 3.0), method="OTHER")
+    # one engine: no engine is compared with another, so no leader is named
+    same = run("a-twin", ttft=fig(19.0, 20.0, 21.0), engine="e1")
+    assert ttft_leaders([a, same], runset(a, same)) == []
     [lead] = ttft_leaders([b, a, c, solo], runset(a, b, c, solo))
     assert lead.method == "M" and lead.run is a
     # 10 and 20 ms apart, sd 1, n 3 each: t = 10 / sqrt(2/3) and 20 / sqrt(2/3), df = 4
@@ -244,11 +253,11 @@ def test_ttft_leader_must_beat_every_other_run() -> None:
         f"Welch t-test over 3 and 3 iterations, p={p_c:.3g}"
     )
     # the same basis twice is listed once
-    twin = run("c2", ttft=fig(19.0, 20.0, 21.0))
+    twin = run("c2", ttft=fig(19.0, 20.0, 21.0), engine="e4")
     [lead2] = ttft_leaders([a, b, twin], runset(a, b, twin))
     assert lead2.run is a and lead2.basis == f"Welch t-test over 3 and 3 iterations, p={p_b:.3g}"
     # a near tie with the leader: nobody is lower than every other run
-    a2 = run("a2", ttft=fig(9.5, 10.5, 11.5))
+    a2 = run("a2", ttft=fig(9.5, 10.5, 11.5), engine="e5")
     [none] = ttft_leaders([a, a2, c], runset(a, a2, c))
     assert none.run is None and none.basis == ""
 
@@ -292,7 +301,7 @@ def test_admission_cap_from_flags() -> None:
 
 def test_pairs_and_leaders_use_the_published_deltas_and_the_family() -> None:
     # means unknown: only the published differences order the pairs
-    a, b = run("a"), run("b")
+    a, b = run("a"), run("b", method="N")
     d = (
         PublishedDelta(metric="decode", a="a", b="b", delta=-0.5),
         PublishedDelta(metric="ttft", a="a", b="b", delta=-2.0),
@@ -300,7 +309,8 @@ def test_pairs_and_leaders_use_the_published_deltas_and_the_family() -> None:
     [p] = within([a, b], "engine", runset(a, b, deltas=d))
     assert (p.decode.a.key, p.decode.better, p.decode.delta) == ("b", "a", 0.5)
     assert (p.ttft.a.key, p.ttft.delta, p.ttft.better) == ("b", 2.0, "b")
-    [lead] = ttft_leaders([a, b], runset(a, b, deltas=d))
+    b_elsewhere = run("b", engine="e2")  # the same key on another engine, for the leader
+    [lead] = ttft_leaders([a, b_elsewhere], runset(a, b_elsewhere, deltas=d))
     assert lead.run is a
     assert (
         lead.basis == "published difference; the values themselves and their spread are not known"
@@ -310,7 +320,7 @@ def test_pairs_and_leaders_use_the_published_deltas_and_the_family() -> None:
     assert compare(a, b, "ttft", only_decode).better is None
     # with a family: every comparison carries its adjusted p
     x = run("x", decode=fig(1.0, 2.0, 3.0), ttft=fig(19.0, 20.0, 21.0))
-    y = run("y", decode=fig(4.0, 5.0, 6.0), ttft=fig(9.0, 10.0, 11.0))
+    y = run("y", decode=fig(4.0, 5.0, 6.0), ttft=fig(9.0, 10.0, 11.0), engine="e2")
     fam = Family.of({claim_key("decode", x, y): 0.01, claim_key("ttft", x, y): 0.02})
     [q] = within([x, y], "method", runset(x, y), fam)
     assert (q.decode.a.key, q.decode.p_adjusted, q.ttft.p_adjusted) == ("y", 0.02, 0.02)

@@ -91,7 +91,9 @@ def test_report_states_the_correction_once_and_each_claim_its_adjusted_p(tmp_pat
     art = write_artifacts(tmp_path / "art", seed_matrix(sweep=True))
     text = render_report(art, tmp_path / "out").read_text(encoding="utf-8")
     assert text.count("Holm-Bonferroni adjusted p") == 1
-    assert "On vLLM, DFlash was 17.87% faster than MTP. (Holm-adjusted p=" in text
+    # a p below what float arithmetic resolves reads "p < 1e-15", never "p=0" (issue 36)
+    assert "On vLLM, DFlash was 17.87% faster than MTP. (Holm-adjusted p < 1e-15)" in text
+    assert "p=0)" not in text and "p=0 " not in text
     assert "Within MTP, vLLM was 6.67% faster than SGLang. (Holm-adjusted p=" in text
     assert "1. vLLM + DFlash: 109.36 tok/s (faster than the next, Holm-adjusted p=" in text
     assert "every lower level was significantly below the highest mean: Holm-adjusted p" in text
