@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 from email.utils import format_datetime
+from pathlib import Path
 
 import pytest
 
@@ -119,3 +120,24 @@ def test_retry_after_seconds_date_default_and_limits() -> None:
     for status in (200, 400, 404, 500):
         assert retry_after(answered(status, retry_after="1")) is None
     assert retry_after(RawResponse()) is None  # no answer at all
+
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
+
+
+@pytest.mark.parametrize(
+    "engine,path",
+    [
+        ("vllm", "vllm-gpu/metrics.txt"),
+        ("sglang", "sglang-gpu/rec/metrics.txt"),
+        ("sglang", "sglang-gpu/rec/metrics-idle.txt"),
+    ],
+)
+def test_real_metrics_pages_read_cleanly_as_the_served_models(engine: str, path: str) -> None:
+    # the recorded GPU pages (served model 'tiny'): no problem, the one series named, and the
+    # same values as reading every label set (one model served)
+    text = (FIXTURES / path).read_text()
+    got = read_metrics(text, METRICS[engine], "tiny")
+    assert got.problem is None and got.series == 'model_name="tiny"'
+    assert got.other_models == ()
+    assert got.values and got.values == read_metrics(text, METRICS[engine]).values
