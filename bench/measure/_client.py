@@ -215,13 +215,16 @@ class _Protocol(asyncio.Protocol):
                 break
             block = bytes(sbuf[start:end])
             start = end + 2
+            data: list[bytes] = []
             for line in block.split(b"\n"):
                 if line.startswith(b"data:"):
-                    events.append((now, line[5:].strip()))
-                elif line and not line.startswith(b":"):  # ':' starts a comment (keep-alive)
+                    data.append(line[5:].strip())
+                elif line and line.split(b":", 1)[0] not in _OTHER_FIELDS:
                     self.raw.stray_count += 1
                     if len(self.raw.stray) < 4:
                         self.raw.stray.append(line[:200])
+            if data:  # an event's data lines join with newlines (the SSE standard)
+                events.append((now, b"\n".join(data)))
         if start:
             del sbuf[:start]
 
@@ -252,6 +255,10 @@ class _Protocol(asyncio.Protocol):
         what = "during headers" if not self._in_body else "mid-body"
         detail = f": {exc}" if exc else ""
         self._fail(f"server closed the connection {what}{detail}")
+
+
+#: SSE lines that are legal without data: a comment (empty field name) and the other fields
+_OTHER_FIELDS = frozenset({b"", b"event", b"id", b"retry"})
 
 
 class _HttpError(Exception):

@@ -239,14 +239,15 @@ def test_chunked_framing_edges() -> None:
     err = b"HTTP/1.1 500 Oops\r\nTransfer-Encoding: chunked\r\n\r\n"
     r, _ = _feed([err + _chunk(b"data: x\n\n") + b"0\r\n\r\n"], sse=True)
     assert r.events == [] and r.body == b"data: x\n\n" and r.complete
-    # an event line left open in one chunk joins the next chunk's lines
+    # an event line left open in one chunk joins the next chunk's lines (two data lines of
+    # one event: one event, joined by a newline, as the SSE standard has it)
     r, _ = _feed([CHUNKED + _chunk(b"data: a\n"), _chunk(b"data: b\n\n") + b"0\r\n\r\n"])
-    assert [e for _, e in r.events] == [b"a", b"b"]
+    assert [e for _, e in r.events] == [b"a\nb"]
     # ... and so within one read: after a chunk that left a line open, the next whole-event
     # chunk must not take the fast path past it (mutmut's _feed_chunked 87 and 88)
     one_read = CHUNKED + _chunk(b"data: a\n") + _chunk(b"data: b\n\n") + b"0\r\n\r\n"
     r, _ = _feed([one_read])
-    assert [e for _, e in r.events] == [b"a", b"b"]
+    assert [e for _, e in r.events] == [b"a\nb"]
     # an empty size line is bad framing, said at once
     r, _ = _feed([CHUNKED + b"\r\n5\r\n"])
     assert r.error == "bad chunk size b''"

@@ -217,3 +217,14 @@ def test_logprob_answers_of_the_wrong_shape_are_a_probe_error(logprobs: Any) -> 
     r = RawResponse(status=200, body=json.dumps(answer).encode())
     probe = _probe(r, "prompt", 1)
     assert probe.error is not None and probe.error.startswith("bad logprobs")
+
+
+def test_legal_sse_fields_and_multi_line_data() -> None:
+    # id/event/retry lines and comments are SSE; data lines of one event join with newlines
+    events = _body(healthy()).split(b"\n\n")
+    events[1] = b"id: 7\nevent: message\nretry: 100\n" + events[1]
+    events[2] = events[2].replace(b'"model": ', b'\ndata: "model": ', 1)
+    r = _feed(HEAD, b"\n\n".join(events))
+    assert r.stray_count == 0 and len(r.events) == len(healthy())
+    rec = interpret_chat_stream(r, "r", 0, M, model=MODEL)
+    assert rec.error is None and rec.output_text == "abc"
