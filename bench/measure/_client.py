@@ -40,6 +40,9 @@ from bench.schema import RequestRecord
 EMULATOR_HEADER = "x-specbench-emulator"
 _MAX_HEADER_BYTES = 64 * 1024
 _MAX_PLAIN_BODY = 16 * 1024 * 1024
+#: what one streamed response may send in all (a sane stream of 8192 tokens with logprobs is a
+#: few tens of MB): a server that floods would otherwise fill memory until the request timeout
+MAX_STREAM_BYTES = 256 * 1024 * 1024
 _json_decode = json.JSONDecoder().decode
 
 
@@ -86,6 +89,7 @@ class _Protocol(asyncio.Protocol):
         self._rest = b""  # undecoded chunked framing
         self._sbuf = bytearray()  # decoded body not yet split into SSE events
         self._plain = bytearray()
+        self._received = 0
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         assert isinstance(transport, asyncio.Transport)
@@ -101,6 +105,10 @@ class _Protocol(asyncio.Protocol):
             raw.first_byte_at = now
         raw.last_data_at = now
         if self.done.done():
+            return
+        self._received += len(data)
+        if self._received > MAX_STREAM_BYTES:
+            self._fail(f"response larger than {MAX_STREAM_BYTES / 2**20:g} MiB")
             return
         try:
             if not self._in_body:
@@ -215,16 +223,16 @@ class _Protocol(asyncio.Protocol):
                 break
             block = bytes(sbuf[start:end])
             start = end + 2
-            data: list[bytes] = []
+            fields: list[bytes] = []
             for line in block.split(b"\n"):
                 if line.startswith(b"data:"):
-                    data.append(line[5:].strip())
+                    fields.append(line[5:].strip())
                 elif line and line.split(b":", 1)[0] not in _OTHER_FIELDS:
                     self.raw.stray_count += 1
                     if len(self.raw.stray) < 4:
                         self.raw.stray.append(line[:200])
-            if data:  # an event's data lines join with newlines (the SSE standard)
-                events.append((now, b"\n".join(data)))
+            if fields:  # an event's data lines join with newlines (the SSE standard)
+                events.append((now, b"\n".join(fields)))
         if start:
             del sbuf[:start]
 

@@ -228,3 +228,12 @@ def test_legal_sse_fields_and_multi_line_data() -> None:
     assert r.stray_count == 0 and len(r.events) == len(healthy())
     rec = interpret_chat_stream(r, "r", 0, M, model=MODEL)
     assert rec.error is None and rec.output_text == "abc"
+
+
+def test_a_flooding_server_is_cut_off(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("bench.measure._client.MAX_STREAM_BYTES", 4096)
+    flood = b"data: " + json.dumps(chunk({"content": "x" * 100})).encode() + b"\n\n"
+    r = _feed(HEAD, *([flood] * 40))
+    assert r.error == "response larger than 0.00390625 MiB" and len(r.events) < 40
+    rec = interpret_chat_stream(r, "r", 0, M, model=MODEL)
+    assert rec.error == f"stream broken: {r.error}"
