@@ -335,9 +335,8 @@ async def _scrape(spec: RunSpec) -> Scrape:
 
 
 async def _one_iteration(
-    spec: RunSpec, factory: PromptFactory, index: int, warmup: bool
-) -> tuple[IterationRecord, list[RawResponse], list[str]]:
-    prompts = [factory.build() for _ in range(spec.concurrency)]
+    spec: RunSpec, prompts: list[str], index: int, warmup: bool
+) -> tuple[IterationRecord, list[RawResponse]]:
     conns = [Connection(spec.base_url, sse=True) for _ in prompts]
     opened = await asyncio.gather(*(c.open(PROBE_TIMEOUT_S) for c in conns), return_exceptions=True)
     bodies = [
@@ -370,7 +369,7 @@ async def _one_iteration(
     ]
     for rec, prompt in zip(records, prompts, strict=True):
         rec.prompt_sha256 = hashlib.sha256(prompt.encode()).hexdigest()
-    return _iteration_record(spec, index, warmup, records), list(raws), prompts
+    return _iteration_record(spec, index, warmup, records), list(raws)
 
 
 async def _done(raw: RawResponse) -> RawResponse:
@@ -465,8 +464,11 @@ async def measure_async(
         if progress is not None:
             progress.iteration_started(i, total, warmup)
         for attempt in range(RETRIES + 1):
+            # fresh prompts on a retry too: streams of the refused attempt that were served
+            # left their prompts in the server's prefix cache
+            prompts = [factory.build() for _ in range(spec.concurrency)]
             before = None if warmup else await _scrape(spec)
-            it, raws, prompts = await _one_iteration(spec, factory, i, warmup)
+            it, raws = await _one_iteration(spec, prompts, i, warmup)
             after = None if warmup else await _scrape(spec)
             is_emulator = is_emulator or any(r.is_emulator for r in raws)
             is_emulator = is_emulator or any(s.is_emulator for s in (before, after) if s)
@@ -479,7 +481,8 @@ async def measure_async(
             refused = next(r for r in raws if r.status in RETRY_STATUSES)
             warnings.append(
                 f"iteration {i}: the server answered {_refusal(refused)} to "
-                f"{len(waits)}/{len(raws)} request(s); sent the iteration again after {wait:g} s"
+                f"{len(waits)}/{len(raws)} request(s); sent the iteration again, with fresh "
+                f"prompts, after {wait:g} s"
             )
             await asyncio.sleep(wait)
         if before is not None and after is not None:
