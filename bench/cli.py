@@ -68,7 +68,12 @@ def __getattr__(name: str) -> typer.Typer:
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    """Entry point of the console script; exit code 2 for bad input, 1 for a failed run."""
+    """Entry point of the console script. Exit codes: 0 done (``run``: a valid payload);
+    1 a run that is invalid (payload written) or could not proceed, or a bug; 2 the user's
+    input (a file, an option, a value; nothing listening at ``--base-url``); 3 a server
+    condition (``ServerError``: HTTP 429/503 after the retries its Retry-After allowed, 5xx,
+    answers that are not what they claim, a stall, before anything was measured);
+    130 interrupted."""
     args = list(argv) if argv is not None else sys.argv[1:]
     try:
         build_app(args)(args=args, prog_name="specbench")
