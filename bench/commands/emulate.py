@@ -8,7 +8,8 @@ from typing import Annotated
 import typer
 from pydantic import ValidationError
 
-from bench.core import InputError, describe_validation_error
+from bench.commands._params import number
+from bench.core import TIME_SCALE, InputError, describe_validation_error
 from bench.emulator.profile import FailMode, ProfileError
 from bench.emulator.runner import resolve_profile, run_process
 
@@ -30,7 +31,10 @@ def register(app: typer.Typer) -> None:
             list[str] | None, typer.Option(help="Failure mode (repeatable), e.g. disconnect.")
         ] = None,
         time_scale: Annotated[
-            float | None, typer.Option(help="Multiply every duration (e.g. 0.05 for tests).")
+            float | None,
+            typer.Option(
+                help="Multiply every duration (e.g. 0.05 for tests).", parser=number(TIME_SCALE)
+            ),
         ] = None,
         exit_code: Annotated[
             int | None, typer.Option(help="Exit code of crash_at_start / exit_mid_run.")

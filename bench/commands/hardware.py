@@ -10,7 +10,12 @@ from typing import Annotated
 import typer
 from pydantic import ValidationError
 
+from bench.commands._params import number
 from bench.core import (
+    NON_NEGATIVE,
+    POSITIVE,
+    SAMPLE_INTERVAL_S,
+    SAMPLE_SECONDS,
     InputError,
     describe_validation_error,
     ensure_writable_file,
@@ -121,8 +126,8 @@ def probe_bandwidth_cmd(
 
 
 def telemetry_sample_cmd(
-    seconds: Annotated[float, typer.Option("--seconds", min=0.1)] = 5.0,
-    interval: Annotated[float, typer.Option("--interval", min=0.01)] = 0.1,
+    seconds: Annotated[float, typer.Option("--seconds", parser=number(SAMPLE_SECONDS))] = 5.0,
+    interval: Annotated[float, typer.Option("--interval", parser=number(SAMPLE_INTERVAL_S))] = 0.1,
     out: Annotated[Path | None, typer.Option("--out", help="raw recording (JSON)")] = None,
 ) -> None:
     """Debug: sample NVML telemetry for a while and print the window summary."""
@@ -145,22 +150,35 @@ def telemetry_sample_cmd(
 
 
 def roofline_cmd(
-    weights_gb: Annotated[float, typer.Option("--weights-gb", help="weights read per step, GB")],
+    weights_gb: Annotated[
+        float,
+        typer.Option("--weights-gb", help="weights read per step, GB", parser=number(POSITIVE)),
+    ],
     cards: Annotated[int, typer.Option("--cards", min=1, help="tensor-parallel ranks")] = 1,
     bandwidth_gbs: Annotated[
-        float | None, typer.Option("--bandwidth-gbs", help="per card; else from --hardware")
+        float | None,
+        typer.Option(
+            "--bandwidth-gbs", help="per card; else from --hardware", parser=number(POSITIVE)
+        ),
     ] = None,
     hardware_json: Annotated[Path | None, typer.Option("--hardware")] = None,
-    kv_bytes_per_token: Annotated[float, typer.Option("--kv-bytes-per-token")] = 0.0,
-    context: Annotated[float, typer.Option("--context", help="mean context tokens")] = 0.0,
+    kv_bytes_per_token: Annotated[
+        float, typer.Option("--kv-bytes-per-token", parser=number(NON_NEGATIVE))
+    ] = 0.0,
+    context: Annotated[
+        float, typer.Option("--context", help="mean context tokens", parser=number(NON_NEGATIVE))
+    ] = 0.0,
     concurrency: Annotated[int, typer.Option("--concurrency", min=1)] = 1,
-    tokens_per_step: Annotated[float, typer.Option("--tokens-per-step")] = 1.0,
-    measured: Annotated[float | None, typer.Option("--measured", help="tok/s to compare")] = None,
+    tokens_per_step: Annotated[
+        float, typer.Option("--tokens-per-step", parser=number(POSITIVE))
+    ] = 1.0,
+    measured: Annotated[
+        float | None,
+        typer.Option("--measured", help="tok/s to compare", parser=number(POSITIVE)),
+    ] = None,
 ) -> None:
     """Print the bandwidth decode ceiling of a configuration (and a measured efficiency)."""
 
-    if measured is not None and measured <= 0:
-        raise InputError("--measured", f"must be positive, got {measured}")
     source: BandwidthSource = "given"
     if bandwidth_gbs is None:
         if hardware_json is None:

@@ -10,7 +10,15 @@ from typing import Annotated
 import typer
 from pydantic import ValidationError
 
-from bench.core import EMULATOR_IMAGE, InputError, RunError, describe_validation_error
+from bench.commands._params import number
+from bench.core import (
+    EMULATOR_IMAGE,
+    TIME_SCALE,
+    TIMEOUT_S,
+    InputError,
+    RunError,
+    describe_validation_error,
+)
 from bench.demo import DEMO_TIME_SCALE, demo_banner, run_demo
 from bench.engines import DEFAULT_MODEL_CACHE, load_pinned_experiment
 from bench.matrix import MatrixOptions, MatrixResult, render_plan, run_matrix
@@ -46,7 +54,9 @@ def matrix(
             help="with --launcher process: run the engine installed here, not the emulator"
         ),
     ] = False,
-    time_scale: Annotated[float | None, typer.Option(help="emulator time scale")] = None,
+    time_scale: Annotated[
+        float | None, typer.Option(help="emulator time scale", parser=number(TIME_SCALE))
+    ] = None,
     allow_unpinned: Annotated[
         bool, typer.Option(help="run images/models whose pins are 'unresolved' (by tag)")
     ] = False,
@@ -54,9 +64,13 @@ def matrix(
         str | None, typer.Option(help="host folder mounted read-only at /models")
     ] = None,
     emulator_image: Annotated[str | None, typer.Option(help="emulator image (--emulate)")] = None,
-    ready_timeout: Annotated[float | None, typer.Option(help="seconds to wait for ready")] = None,
-    iterations: Annotated[int | None, typer.Option(help="override (labelled deviation)")] = None,
-    warmup: Annotated[int | None, typer.Option(help="override (labelled deviation)")] = None,
+    ready_timeout: Annotated[
+        float | None, typer.Option(help="seconds to wait for ready", parser=number(TIMEOUT_S))
+    ] = None,
+    iterations: Annotated[
+        int | None, typer.Option(help="override (labelled deviation)", min=1)
+    ] = None,
+    warmup: Annotated[int | None, typer.Option(help="override (labelled deviation)", min=0)] = None,
     progress: Annotated[bool, typer.Option(help="show the progress bar")] = True,
     pins_host: Annotated[
         str | None,
@@ -125,7 +139,9 @@ def _print_outcomes(result: object) -> None:
 
 def demo(
     out: Annotated[Path, typer.Option(help="demo folder")] = Path("reports/demo"),
-    time_scale: Annotated[float, typer.Option(help="emulator time scale")] = DEMO_TIME_SCALE,
+    time_scale: Annotated[
+        float, typer.Option(help="emulator time scale", parser=number(TIME_SCALE))
+    ] = DEMO_TIME_SCALE,
     seed_workload: Annotated[
         bool,
         typer.Option(
@@ -139,8 +155,6 @@ def demo(
 
     Everything it writes is SIMULATED."""
 
-    if time_scale <= 0:
-        raise InputError("--time-scale", f"must be positive, got {time_scale}")
     typer.echo(demo_banner(time_scale, seed_workload=seed_workload))
     result, report = run_demo(
         out,

@@ -13,7 +13,11 @@ from typing import Annotated, Final
 import typer
 from pydantic import ValidationError
 
+from bench.commands._params import number
 from bench.core import (
+    MEMORY_FRACTION,
+    NON_NEGATIVE,
+    TIMEOUT_S,
     InputError,
     describe_validation_error,
     ensure_writable_file,
@@ -71,7 +75,9 @@ def run(
     concurrency: Annotated[int, typer.Option(help="streams per iteration")] = 1,
     warmup: Annotated[int, typer.Option(help="warmup iterations")] = 2,
     iterations: Annotated[int, typer.Option(help="measured iterations")] = 5,
-    temperature: Annotated[float, typer.Option(help="sampling temperature")] = 0.0,
+    temperature: Annotated[
+        float, typer.Option(help="sampling temperature", parser=number(NON_NEGATIVE))
+    ] = 0.0,
     logprob_probes: Annotated[
         int,
         typer.Option(
@@ -97,7 +103,9 @@ def run(
     allow_prompt_mismatch: Annotated[
         bool, typer.Option(help="record a prompt-count mismatch as a warning, not an error")
     ] = False,
-    request_timeout: Annotated[float, typer.Option(help="seconds per request")] = 600.0,
+    request_timeout: Annotated[
+        float, typer.Option(help="seconds per request", parser=number(TIMEOUT_S))
+    ] = 600.0,
     simulated: Annotated[
         bool, typer.Option(help="label the payload SIMULATED (automatic for the emulator)")
     ] = False,
@@ -107,7 +115,9 @@ def run(
     prefix_caching: Annotated[
         bool | None, typer.Option("--prefix-caching/--no-prefix-caching")
     ] = None,
-    gpu_mem_util: Annotated[float | None, typer.Option(help="GPU memory fraction")] = None,
+    gpu_mem_util: Annotated[
+        float | None, typer.Option(help="GPU memory fraction", parser=number(MEMORY_FRACTION))
+    ] = None,
     command_snippet: Annotated[str | None, typer.Option(help="server command line")] = None,
     run_id: Annotated[str | None, typer.Option(help="run id")] = None,
     config_name: Annotated[str | None, typer.Option(help="configuration name")] = None,

@@ -9,6 +9,9 @@ from typing import Annotated
 
 import typer
 
+from bench.commands._params import number
+from bench.core import DRAFT_NOISE
+
 
 class Quantization(StrEnum):
     """What ``--quantization`` adds to the models written."""
@@ -35,7 +38,11 @@ def register(app: typer.Typer) -> None:
         seed: Annotated[int, typer.Option("--seed", min=0, help="random seed")] = 0,
         draft_noise: Annotated[
             float | None,
-            typer.Option("--draft-noise", min=0.0, help="std of the noise added to the draft"),
+            typer.Option(
+                "--draft-noise",
+                help="std of the noise added to the draft",
+                parser=number(DRAFT_NOISE),
+            ),
         ] = None,
         quantization: Annotated[
             Quantization,

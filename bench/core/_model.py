@@ -12,16 +12,19 @@ from bench.core._read import parse_json, read_text
 
 
 class StrictModel(BaseModel):
-    """Unknown keys are an error, values are validated on assignment, and models are immutable
-    unless a subclass says otherwise."""
+    """Unknown keys are an error, values are validated on assignment, floats are finite (NaN
+    and +-Infinity refused: bench.core._numbers), and models are immutable unless a subclass
+    says otherwise."""
 
-    model_config = ConfigDict(extra="forbid", validate_assignment=True, frozen=True)
+    model_config = ConfigDict(
+        extra="forbid", validate_assignment=True, frozen=True, allow_inf_nan=False
+    )
 
 
 class MutableModel(BaseModel):
     """Same strictness, but fields may be reassigned (records built up while measuring)."""
 
-    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+    model_config = ConfigDict(extra="forbid", validate_assignment=True, allow_inf_nan=False)
 
 
 M = TypeVar("M", bound=BaseModel)

@@ -159,7 +159,12 @@ def _expanded_size(node: yaml.Node, memo: dict[int, int]) -> int:
 
 def parse_yaml(text: str, where: str) -> Any:
     """``text`` as one YAML document (safe types only), or InputError(where, reason)."""
-    loader = _StrictLoader(text)
+    try:
+        # the reader checks the characters as it is made: a control character (NUL, ...)
+        # raises here, before any parsing
+        loader = _StrictLoader(text)
+    except yaml.YAMLError as err:
+        raise InputError(where, f"not valid YAML: {describe_yaml_error(err)}") from None
     try:
         node = loader.get_single_node()
         if node is None:

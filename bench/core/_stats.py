@@ -9,6 +9,8 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
+from pydantic import ConfigDict
+
 from bench.core._model import StrictModel
 
 
@@ -51,6 +53,10 @@ def summarize(values: Sequence[float]) -> Summary:
 
 
 class WelchResult(StrictModel):
+    """t is infinite and df NaN where both samples have no variance and differ (welch())."""
+
+    model_config = ConfigDict(allow_inf_nan=True)
+
     t: float
     df: float
     p_value: float

@@ -18,7 +18,7 @@ from typing import Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from bench.core import describe_yaml_error
+from bench.core import TimeScale, describe_yaml_error
 
 PROFILE_DIR = "profiles"
 
@@ -26,7 +26,7 @@ PROFILE_DIR = "profiles"
 class _Strict(BaseModel):
     # Own copy of the strict base: the emulator imports nothing from bench outside itself,
     # so the slim container needs only pydantic, aiohttp and pyyaml.
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
 class FailMode(StrEnum):
@@ -112,7 +112,7 @@ class Profile(_Strict):
     model_type: str = "Qwen3_5ForCausalLM"
     tensor_parallel: int = Field(default=2, ge=1)
     context_len: int = Field(default=8192, ge=16)
-    time_scale: float = Field(default=1.0, gt=0.0)
+    time_scale: TimeScale = 1.0
     load_s: float = Field(ge=0.0)
     #: SGLang only: seconds the HTTP server answers 503 (warmup) before it is up
     warmup_s: float = Field(default=0.0, ge=0.0)

@@ -12,6 +12,8 @@ from pydantic import Field, model_validator
 from bench.core import (
     EMULATOR_IMAGE,
     StrictModel,
+    TimeoutSeconds,
+    TimeScale,
 )
 from bench.engines import DEFAULT_MODEL_CACHE
 from bench.machine import (
@@ -32,13 +34,13 @@ class MatrixOptions(StrictModel):
     #: the process launcher runs the engine's own server argv on this host (the engine is
     #: installed here, as on the device machine) instead of the emulator
     local_engine: bool = False
-    time_scale: float | None = Field(default=None, gt=0)
+    time_scale: TimeScale | None = None
     warmup: int | None = Field(default=None, ge=0, description="override (labelled deviation)")
     iterations: int | None = Field(default=None, ge=1, description="override (labelled)")
     allow_unpinned: bool = False
     model_cache: str = DEFAULT_MODEL_CACHE
     emulator_image: str = EMULATOR_IMAGE
-    ready_timeout_s: float | None = Field(default=None, gt=0)
+    ready_timeout_s: TimeoutSeconds | None = None
     run_id: str | None = None
     show_progress: bool = True
     prestart: bool = Field(

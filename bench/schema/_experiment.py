@@ -18,8 +18,10 @@ from bench.core import (
     DRAFT_CHECKPOINT_METHODS,
     EngineName,
     InputError,
+    MemoryFraction,
     SpecMethod,
     StrictModel,
+    TimeoutSeconds,
     canonical_spec_method,
     describe_validation_error,
     parse_yaml,
@@ -176,7 +178,7 @@ class WorkloadSpec(StrictModel):
     warmup: int = Field(ge=0)
     iterations: int = Field(ge=1)
     concurrency: list[int] = Field(min_length=1)
-    request_timeout_s: float = Field(default=600.0, gt=0)
+    request_timeout_s: TimeoutSeconds = 600.0
     prompt_seed: int | None = Field(
         default=None,
         ge=0,
@@ -215,8 +217,8 @@ class EmulatorSpec(StrictModel):
 class ServerSettings(StrictModel):
     """Lifecycle knobs shared by every configuration."""
 
-    ready_timeout_s: float = Field(default=1800.0, gt=0)
-    stop_timeout_s: float = Field(default=30.0, gt=0)
+    ready_timeout_s: TimeoutSeconds = 1800.0
+    stop_timeout_s: TimeoutSeconds = 30.0
     shm_size: str = "16g"
     ipc_host: bool = True
 
@@ -325,7 +327,9 @@ class Experiment(StrictModel):
     quantization: str = Field(min_length=1)
     tensor_parallel: int = Field(ge=1)
     prefix_caching: dict[EngineName, bool] = Field(default_factory=dict)
-    gpu_mem_util: dict[EngineName, float] = Field(default_factory=dict)
+    gpu_mem_util: dict[EngineName, MemoryFraction] = Field(
+        default_factory=dict, description="the share of each GPU's memory the engine may take"
+    )
     images: dict[str, Image] = Field(min_length=1)
     models: dict[str, ModelPin]
     target_model: str = Field(description="key in 'models'")

@@ -8,7 +8,7 @@ from typing import Literal
 
 from pydantic import Field
 
-from bench.core import StrictModel
+from bench.core import NonNegativeFloat, NonNegativeInt, StrictModel
 
 HwClass = Literal["DISCRETE_GPU", "UNIFIED", "CPU_ONLY"]
 
@@ -23,26 +23,26 @@ class GpuEntry(StrictModel):
 class GpuExtended(StrictModel):
     """Per-GPU facts beyond the lmx shape; every field optional because not every source has it."""
 
-    index: int
+    index: NonNegativeInt
     uuidSha256: str | None = None
     pciBusId: str | None = None
     pcieGenCurrent: int | None = None
     pcieGenMax: int | None = None
     pcieWidthCurrent: int | None = None
     pcieWidthMax: int | None = None
-    powerLimitW: float | None = None
-    powerLimitDefaultW: float | None = None
+    powerLimitW: NonNegativeFloat | None = None
+    powerLimitDefaultW: NonNegativeFloat | None = None
     smClockMaxMhz: int | None = None
     memClockMaxMhz: int | None = None
     vbios: str | None = None
     computeCapability: str | None = None
     memoryBusWidthBits: int | None = None
-    datasheetBandwidthGBs: float | None = None
+    datasheetBandwidthGBs: NonNegativeFloat | None = None
     # Added by issue 8 (all optional, so older records still validate).
     nvmlName: str | None = None
     memoryTotalBytes: int | None = Field(default=None, ge=0)
-    powerLimitEnforcedW: float | None = None
-    derivedBandwidthGBs: float | None = Field(
+    powerLimitEnforcedW: NonNegativeFloat | None = None
+    derivedBandwidthGBs: NonNegativeFloat | None = Field(
         default=None, description="max memory clock x 2 (double data rate) x bus width / 8"
     )
     nvlinkActiveLinks: int | None = None

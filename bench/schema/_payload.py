@@ -16,6 +16,8 @@ from bench.core import (
     EngineName,
     InputError,
     MutableModel,
+    NonNegativeFloat,
+    NonNegativeInt,
     SpecMethod,
     StrictModel,
     Summary,
@@ -33,11 +35,11 @@ PAYLOAD_SCHEMA: Final = "specbench.payload/1"
 class SampleStats(StrictModel):
     """lmx's ``sampleStats`` block (over the per-iteration ``samples``)."""
 
-    min: float
-    p50: float
-    mean: float
-    max: float
-    stddev: float
+    min: NonNegativeFloat
+    p50: NonNegativeFloat
+    mean: NonNegativeFloat
+    max: NonNegativeFloat
+    stddev: NonNegativeFloat
 
 
 class EngineFlags(StrictModel):
@@ -76,23 +78,24 @@ class RequestRecord(MutableModel):
     """One streamed request as the client saw it. ``sent_at`` is the client's monotonic clock
     (``time.perf_counter``) at send; every other time is seconds relative to it.
     ``chunk_times`` holds every SSE chunk's arrival (role-only and usage chunks included) and
-    ``chunk_chars`` the content/reasoning characters it carried (0 = not a token chunk)."""
+    ``chunk_chars`` the content/reasoning characters it carried (0 = not a token chunk).
+    Times after the send are >= 0 and the chunks' arrivals never go backwards."""
 
     request_id: str
-    stream_index: int = 0
+    stream_index: NonNegativeInt = 0
     sent_at: float
-    first_token_at: float | None = None
-    last_token_at: float | None = None
-    ended_at: float | None = None
-    ttft_ms: float | None = None
-    decode_tok_s: float | None = None
-    e2e_ms: float | None = None
+    first_token_at: NonNegativeFloat | None = None
+    last_token_at: NonNegativeFloat | None = None
+    ended_at: NonNegativeFloat | None = None
+    ttft_ms: NonNegativeFloat | None = None
+    decode_tok_s: NonNegativeFloat | None = None
+    e2e_ms: NonNegativeFloat | None = None
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
     reasoning_tokens: int | None = None
     finish_reason: str | None = None
-    chunk_times: list[float] = Field(default_factory=list)
-    chunk_chars: list[int] = Field(default_factory=list)
+    chunk_times: list[NonNegativeFloat] = Field(default_factory=list)
+    chunk_chars: list[NonNegativeInt] = Field(default_factory=list)
     output_sha256: str | None = None
     output_text: str | None = Field(
         default=None, description="the streamed content + reasoning text, for the lossless check"
@@ -103,6 +106,24 @@ class RequestRecord(MutableModel):
     http_status: int | None = None
     error: str | None = None
     reasons: list[str] = Field(default_factory=list)
+
+    @field_validator("chunk_times")
+    @classmethod
+    def _arrivals_in_order(cls, v: list[float]) -> list[float]:
+        for k in range(1, len(v)):
+            if v[k] < v[k - 1]:
+                raise ValueError(
+                    f"chunk {k} arrived at {v[k]!r} s, before chunk {k - 1} ({v[k - 1]!r} s): "
+                    "arrival times never go backwards"
+                )
+        return v
+
+    @model_validator(mode="after")
+    def _token_times_in_order(self) -> RequestRecord:
+        first, last = self.first_token_at, self.last_token_at
+        if first is not None and last is not None and last < first:
+            raise ValueError(f"last_token_at ({last!r} s) is before first_token_at ({first!r} s)")
+        return self
 
     @property
     def valid(self) -> bool:
@@ -134,13 +155,13 @@ class AcceptanceDelta(StrictModel):
 class IterationRecord(MutableModel):
     """One warmup or measured iteration: C concurrent requests started together."""
 
-    index: int
+    index: NonNegativeInt
     warmup: bool
     window_start: float
     window_end: float
     requests: list[RequestRecord]
-    per_stream_mean_tok_s: float | None = None
-    aggregate_tok_s: float | None = Field(
+    per_stream_mean_tok_s: NonNegativeFloat | None = None
+    aggregate_tok_s: NonNegativeFloat | None = Field(
         default=None, description="total completion tokens / (last token - first send)"
     )
     acceptance: AcceptanceDelta | None = None
@@ -201,7 +222,7 @@ class Workload(StrictModel):
     concurrency: int = Field(ge=1)
     warmup: int = Field(ge=0)
     iterations: int = Field(ge=1)
-    temperature: float = 0.0
+    temperature: NonNegativeFloat = 0.0
     ignore_eos: bool = True
     tokenizer: str | None = Field(default=None, description="tokenizer used to size prompts")
     prompt_seed: int | None = Field(
@@ -419,10 +440,10 @@ class Payload(StrictModel):
     quantization: str
     tokSOut: float = Field(ge=0)
     ttftMs: float = Field(ge=0)
-    tokSTotal: float | None = None
+    tokSTotal: NonNegativeFloat | None = None
     promptTokens: int = Field(ge=1)
     outputTokens: int = Field(ge=1)
-    samples: list[float]
+    samples: list[NonNegativeFloat]
     sampleStats: SampleStats
     promptSha256: str
     outputSha256: str

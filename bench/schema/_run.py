@@ -9,7 +9,7 @@ from typing import Final, Literal
 
 from pydantic import Field
 
-from bench.core import StrictModel
+from bench.core import NonNegativeInt, PositiveInt, StrictModel, TimeScale
 from bench.schema._experiment import Experiment
 from bench.schema._pins import Pin
 
@@ -25,9 +25,9 @@ WEIGHTS_FILE = "weights.json"
 class RunOverrides(StrictModel):
     """Command-line values that replaced the experiment's for this run."""
 
-    warmup: int | None = None
-    iterations: int | None = None
-    time_scale: float | None = Field(
+    warmup: NonNegativeInt | None = None
+    iterations: PositiveInt | None = None
+    time_scale: TimeScale | None = Field(
         default=None, description="emulator speed-up: every emulated rate is multiplied by 1/x"
     )
 

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Annotated
 
 from pydantic import Field
 
-from bench.core import StrictModel
+from bench.core import DRAFT_NOISE, StrictModel
 
 
 class TinyModelSpec(StrictModel):
@@ -26,7 +27,7 @@ class TinyModelSpec(StrictModel):
     #: untied random weights ~ N(0, weight_std): a model that does not just echo its input
     weight_std: float = Field(default=0.2, gt=0)
     #: draft = target + N(0, draft_noise): agrees only partly with the target
-    draft_noise: float = Field(default=0.01, ge=0)
+    draft_noise: Annotated[float, DRAFT_NOISE.field()] = 0.01
 
 
 class TinyModel(StrictModel):

@@ -79,6 +79,10 @@ LAUGHS = "a: &a [x, x, x, x, x, x, x, x, x]\n" + "".join(
         ("n: " + "9" * 5000 + "\n", "not valid YAML"),
         ("a: [\n", "not valid YAML"),
         ("!!python/object/apply:os.system ['true']\n", "not valid YAML"),
+        # a control character: PyYAML's reader raised it outside the parse (an internal
+        # error); found by the property tier (test_property_inputs.py)
+        ("\x00", "unacceptable character #x0000"),
+        ("name: a\x07b\n", "unacceptable character #x0007"),
     ],
 )
 def test_yaml_refusals(text: str, reason: str) -> None:
