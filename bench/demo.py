@@ -13,17 +13,16 @@ fewer output tokens, one warmup and three measured iterations) and runs the emul
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from bench.core import ensure_dir, write_text
+from bench.core import InputError, ensure_dir, read_json_model, remove_tree, write_text
 from bench.engines import load_experiment
 from bench.matrix import MatrixOptions, MatrixResult, run_matrix
 from bench.report import render_report
-from bench.schema import EXPERIMENTS_DIR
+from bench.schema import EXPERIMENTS_DIR, LOCK_FILE, RunLock
 
 DEMO_EXPERIMENT = EXPERIMENTS_DIR / "qwen38-27b-gptq-2x3090.yaml"
 DEMO_OUT = Path("reports/demo")
@@ -84,11 +83,12 @@ def run_demo(
     """Run the demo into ``out`` (artifacts in ``out/artifacts``); returns the report path.
 
     ``workload`` replaces DEMO_WORKLOAD (``{}``: the seed's workload unchanged)."""
-    ensure_dir(out, "--out")
     artifacts = out / "artifacts"
+    _check_demo_out(out, artifacts)
+    ensure_dir(out, "--out")
     if artifacts.exists():
         # A demo is disposable: start clean so the report is of this run only.
-        shutil.rmtree(artifacts)
+        remove_tree(artifacts, root=out)
     # the experiment as run, so the provenance's experiment hash is of what really ran
     exp_path = out / "experiment.yaml"
     banner = demo_banner(time_scale, seed_workload=workload == {})
@@ -109,6 +109,25 @@ def run_demo(
     )
     result = run_matrix(exp, opts, experiment_path=exp_path)
     return result, render(artifacts, out)
+
+
+def _check_demo_out(out: Path, artifacts: Path) -> None:
+    """Before anything is written or removed: ``out`` is new, empty, or an earlier demo's
+    (its artifacts a SIMULATED run): a demo never deletes a folder it did not write."""
+    if out.exists() and not out.is_dir():
+        raise InputError("--out", f"{out} exists and is a file, not a folder")
+    if not out.is_dir() or {p.name for p in out.iterdir()} <= {"experiment.yaml"}:
+        return  # new, empty, or a demo stopped before its run began
+    try:
+        lock = read_json_model(artifacts / LOCK_FILE, RunLock)
+    except InputError:
+        lock = None
+    if lock is None or not lock.simulated or artifacts.is_symlink():
+        raise InputError(
+            "--out",
+            f"{out} holds files that are not an earlier demo's (a demo replaces "
+            f"{artifacts} and the report): give a new or empty folder",
+        )
 
 
 def render(artifacts: Path, out: Path) -> Path:

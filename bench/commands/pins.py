@@ -63,8 +63,19 @@ def _experiment(path: Path, document: str | None) -> Experiment:
     return parse_experiment(data, source)
 
 
-def _lock_path(experiment: Path, lock: Path | None) -> Path:
-    return lock if lock is not None else lock_path_for(experiment_path(experiment))
+def _lock_path(experiment: Path, lock: Path | None, *, must_exist: bool = True) -> Path:
+    """The lock's path. One named with --lock is a file, or (``show`` and ``record`` before
+    the first run resolved anything) a file to come in a folder that exists; ``forget`` needs
+    it to exist."""
+    if lock is None:
+        return lock_path_for(experiment_path(experiment))
+    if lock.is_dir():
+        raise InputError("--lock", f"{lock} is a folder, not a file")
+    if not lock.parent.is_dir():
+        raise InputError("--lock", f"no such folder: {lock.parent}")
+    if must_exist and not lock.is_file():
+        raise InputError("--lock", f"no such file: {lock}")
+    return lock
 
 
 def _pairs(flag: str, values: list[str] | None) -> dict[str, str]:
@@ -100,7 +111,7 @@ def show(
 ) -> None:
     """Every image and model pin for one host, and where it comes from."""
     exp = _experiment(experiment, document)
-    path = _lock_path(experiment, lock)
+    path = _lock_path(experiment, lock, must_exist=False)
     pinned = apply_lock(exp, read_lock(path, exp.name), host or socket.gethostname(), path)
     if as_json:
         out = {
@@ -147,7 +158,7 @@ def record(
     """Add what a host resolved to the lock; refuse a value that differs from a pin (exit 2,
     with the fix). Prints {"changed": ..., "lock": ...}."""
     exp = _experiment(experiment, document)
-    path = _lock_path(experiment, lock)
+    path = _lock_path(experiment, lock, must_exist=False)
     found = Resolved(
         image_digests=_pairs("--image-digest", image_digest),
         base_digests=_pairs("--base-digest", base_digest),
@@ -155,6 +166,9 @@ def record(
         model_revisions=_pairs("--model-revision", model_revision),
         resolved_from=resolved_from,
     )
+    # everything checked before anything is written: a refused value leaves no folder, no lock
+    # and no guard file behind; then again under the lock (another host may have recorded since)
+    record_pins(exp, read_lock(path, exp.name), host, found, path)
     with locked(path):
         old = read_lock(path, exp.name)
         new = record_pins(exp, old, host, found, path)

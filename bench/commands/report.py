@@ -7,6 +7,7 @@ from typing import Annotated
 
 import typer
 
+from bench.core import check_not_inside
 from bench.report import publish as do_publish
 from bench.report import render_comparison, render_report
 from bench.report import verify_bundle as do_verify
@@ -42,6 +43,9 @@ def register(app: typer.Typer) -> None:
         each against the first with the report's significance rule. Refuses runs of different
         experiments or workloads (exit 2, the differing field named)."""
 
+        # COMPARE.md goes apart from the runs: a file added to a run folder is one its
+        # SHA256SUMS does not vouch for (and publish would copy it)
+        check_not_inside(out, "--out", run_dirs)
         typer.echo(str(render_comparison(run_dirs, out)))
 
     @app.command("publish")

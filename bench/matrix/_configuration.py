@@ -14,7 +14,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from bench.core import SIMULATED_BANNER, RunError, utc_now, write_text
+from bench.core import (
+    SIMULATED_BANNER,
+    RunError,
+    WriteError,
+    remove_file,
+    utc_now,
+    write_text,
+)
 from bench.engines import (
     ContainerSpec,
     Engine,
@@ -232,7 +239,7 @@ def stop_prestarted(ctx: RunContext) -> None:
     """Stop the prestarted servers that never ran (an interrupted or failed matrix)."""
     for name, server in list(ctx.prestarted.items()):
         server.stop()
-        ctx.arts.log(name).with_suffix(".starting").unlink(missing_ok=True)
+        remove_file(ctx.arts.log(name).with_suffix(".starting"), root=ctx.arts.root)
     ctx.prestarted.clear()
     ctx.prestarted_specs.clear()
 
@@ -260,6 +267,7 @@ def run_configuration(ctx: RunContext, cfg: Configuration, outcome: Outcome) -> 
     done = 0
     sampler = None
     to_probe: list[tuple[int, RunSpec, Measured]] = []
+    stopping = False
     try:
         try:
             secs = wait_ready(
@@ -415,6 +423,9 @@ def run_configuration(ctx: RunContext, cfg: Configuration, outcome: Outcome) -> 
             arts.write_payload(cfg.name, k, probed)
             if probed.evidence.logprob_probes and probed.evidence.logprob_probes.note:
                 progress.log(f"{cfg.name} c={k}: {probed.evidence.logprob_probes.note}")
+    except BaseException:
+        stopping = True
+        raise
     finally:
         if sampler is not None:
             sampler.stop()
@@ -425,7 +436,13 @@ def run_configuration(ctx: RunContext, cfg: Configuration, outcome: Outcome) -> 
             text = f"# {SIMULATED_BANNER}\n{text}"
         if earlier.strip():
             text = f"{earlier.rstrip()}\n# --- resumed at {utc_now()} (--resume) ---\n{text}"
-        write_text(log_path, text)
+        try:
+            write_text(log_path, text, root=ctx.arts.root)
+        except WriteError:
+            # a full disk: the error that stopped the configuration (a payload it could not
+            # write) is the one to report; the log keeps what the launcher wrote live
+            if not stopping:
+                raise
         if prestarted is not None:
-            log_path.with_suffix(".starting").unlink(missing_ok=True)
+            remove_file(log_path.with_suffix(".starting"), root=ctx.arts.root)
     return done

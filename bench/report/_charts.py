@@ -18,7 +18,7 @@ from typing import Any, Final, Literal
 
 from pydantic import Field
 
-from bench.core import InputError, StrictModel, parse_json, sha256_file, write_text
+from bench.core import InputError, StrictModel, parse_json, remove_file, sha256_file, write_text
 from bench.report._claims import ConcurrencySweep
 from bench.report._model import Figure, RunView
 from bench.report._svg import draw_all
@@ -248,7 +248,7 @@ def render_charts(
     keep = {s.file for s in specs}
     for old in [*manifest, *OLD_FILES]:
         if old not in keep and is_chart_name(old):
-            (out_dir / old).unlink(missing_ok=True)
+            remove_file(out_dir / old, root=out_dir)
     new = {s.file: {"spec": s.digest(), "sha256": sha256_file(out_dir / s.file)} for s in specs}
-    write_text(out_dir / MANIFEST, json.dumps(new, indent=1, sort_keys=True) + "\n")
+    write_text(out_dir / MANIFEST, json.dumps(new, indent=1, sort_keys=True) + "\n", root=out_dir)
     return {s.role: s.chart for s in specs}

@@ -192,7 +192,7 @@ def render_report(
         out, single, sweeps(rs), rs.simulated, label=lambda r: run_label(r, named)
     )
     path = out / "REPORT.md"
-    write_text(path, render_markdown(rs, charts, reference))
+    write_text(path, render_markdown(rs, charts, reference), root=out)
     return path
 
 
@@ -233,5 +233,5 @@ def render_comparison(run_dirs: Sequence[Path], out_dir: Path) -> Path:
     while "\n\n\n" in text:
         text = text.replace("\n\n\n", "\n\n")
     path = out_dir / "COMPARE.md"
-    write_text(path, text)
+    write_text(path, text, root=out_dir)
     return path

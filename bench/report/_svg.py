@@ -172,4 +172,4 @@ def chart_svg(spec: dict[str, Any]) -> str:
 def draw_all(specs: Sequence[dict[str, Any]], out_dir: Path) -> None:
     """Write each spec as ``out_dir/<file>``."""
     for spec in specs:
-        write_text(out_dir / spec["file"], chart_svg(spec))
+        write_text(out_dir / spec["file"], chart_svg(spec), root=out_dir)

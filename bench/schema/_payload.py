@@ -462,8 +462,8 @@ def payload_json_schema() -> dict[str, Any]:
     return Payload.model_json_schema()
 
 
-def write_payload(path: Path, payload: Payload) -> None:
-    write_text(path, payload.model_dump_json(indent=2) + "\n")
+def write_payload(path: Path, payload: Payload, *, root: Path | None = None) -> None:
+    write_text(path, payload.model_dump_json(indent=2) + "\n", root=root)
 
 
 def read_payload(path: Path) -> Payload:

@@ -170,11 +170,10 @@ def write_lock(path: Path, lock: PinsLock) -> None:
 
 @contextmanager
 def locked(path: Path) -> Iterator[None]:
-    """Hold an exclusive lock beside ``path`` while it is read, changed and written: the hosts
-    of a fleet record their pins into one file at the same time."""
-    guard = path.with_name(f".{path.name}.flock")
-    guard.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(guard, os.O_CREAT | os.O_RDWR, 0o644)
+    """Hold an exclusive lock on the folder of ``path`` while it is read, changed and written:
+    the hosts of a fleet record their pins into one file at the same time. The folder itself is
+    locked, so no guard file is left beside the lock."""
+    fd = os.open(path.parent if str(path.parent) else Path("."), os.O_RDONLY | os.O_DIRECTORY)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
         yield
@@ -301,9 +300,29 @@ def record_pins(
         return entry
 
     def check(where: str, fixed: str, old: str | None, new: str, fix: str) -> bool:
-        """True when ``new`` is to be written; raises on a mismatch."""
-        if not (_DIGEST.fullmatch(new) or _REVISION.fullmatch(new)):
-            raise InputError(where, f"{new!r} is not a digest, image ID or commit")
+        """True when ``new`` is to be written; raises on a mismatch. A value of the wrong kind
+        (a commit where a digest belongs, or the reverse) is refused before anything is written:
+        the lock's own reader would refuse it afterwards."""
+        if where.endswith(".revision"):
+            if not _REVISION.fullmatch(new):
+                raise InputError(
+                    f"--model-revision {where.split('.')[1]}",
+                    f"{new!r} is not a 40-hex commit"
+                    + (" (a digest belongs in --image-digest)" if _DIGEST.fullmatch(new) else ""),
+                )
+        elif not _DIGEST.fullmatch(new):
+            flag = {"digest": "--image-digest", "base_digest": "--base-digest"}.get(
+                where.split(".")[2], "--image-id"
+            )
+            raise InputError(
+                f"{flag} {where.split('.')[1]}",
+                f"{new!r} is not 'sha256:<64 hex>'"
+                + (
+                    " (a 40-hex commit belongs in --model-revision)"
+                    if _REVISION.fullmatch(new)
+                    else ""
+                ),
+            )
         if fixed != UNRESOLVED:
             if new != fixed:
                 raise InputError(where, f"found {new}, the experiment pins {fixed}. {fix}")
@@ -364,7 +383,15 @@ def record_pins(
         old_rev = mentry.revision if mentry else None
         if check(f"models.{key}.revision", m.revision, old_rev, rev, fix):
             models[key] = ModelLock(hf_id=m.hf_id, revision=rev, resolved_from=found.resolved_from)
-    return lock.model_copy(update={"images": images, "models": models})
+    new = lock.model_copy(update={"images": images, "models": models})
+    # never write a lock that its own reader or the experiment's pins would refuse: validated
+    # as read back, then applied (model_copy does not validate what it puts in)
+    try:
+        PinsLock.model_validate(new.model_dump(mode="json", by_alias=True))
+    except ValidationError as err:
+        raise describe_validation_error(f"{path} (as it would be written)", err) from None
+    apply_lock(exp, new, host, path)
+    return new
 
 
 def forget_pins(

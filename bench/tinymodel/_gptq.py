@@ -121,6 +121,12 @@ def exact_linear(
     scales around ``std / nibble_std()``, so the dense weights are ~N(0, std)-sized and exact."""
     out_features, in_features = shape
     if in_features % group_size or out_features % PACK or in_features % PACK:
+        if in_features % group_size:
+            raise InputError(
+                "--gptq-group-size",
+                f"{group_size} does not divide {in_features}, the input width of a {shape} "
+                "layer of the tiny model: give a divisor of it (the seed's: 32)",
+            )
         raise InputError(
             "tiny-model",
             f"a {shape} matrix cannot be GPTQ-packed: input a multiple of the group "

@@ -5,12 +5,15 @@ from __future__ import annotations
 
 import hashlib
 import json
+import secrets
+import shutil
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy.typing as npt
 
-from bench.core import InputError
+from bench.core import InputError, ensure_dir, write_bytes
 from bench.tinymodel._chain import (
     F32,
     MIN_MARGIN,
@@ -24,7 +27,7 @@ from bench.tinymodel._gptq import GptqOptions, gptq_mtp_weights, gptq_quantizati
 from bench.tinymodel._gptq35 import gptq35_quantization_config, gptq_qwen35_weights
 from bench.tinymodel._qwen3next import qwen3_next_config, qwen3_next_weights
 from bench.tinymodel._qwen35 import qwen35_config, qwen35_weights
-from bench.tinymodel._safetensors import write_safetensors
+from bench.tinymodel._safetensors import safetensors_bytes
 from bench.tinymodel._spec import TinyModel, TinyModels, TinyModelSpec
 from bench.tinymodel._tokenizer import (
     END_OF_TEXT,
@@ -51,6 +54,16 @@ def _json_text(data: dict[str, Any]) -> str:
     return json.dumps(data, indent=2, sort_keys=True) + "\n"
 
 
+@dataclass(frozen=True)
+class _Planned:
+    """One model folder, made in memory: nothing is written before every model is made (a
+    bad option is refused before an existing model is touched)."""
+
+    folder: Path
+    files: dict[str, bytes]
+    parameters: int
+
+
 def _write_model(
     folder: Path,
     weights: Weights,
@@ -60,27 +73,44 @@ def _write_model(
     *,
     tensors: dict[str, npt.NDArray[Any]] | None = None,
     extra: dict[str, Any] | None = None,
-) -> TinyModel:
-    """Write one model folder: ``weights`` as bf16, or ``tensors`` (mixed dtypes: a quantized
-    checkpoint) when given, ``weights`` then being the dense weights they encode (counted as
-    its parameters). ``extra`` joins specbench-tiny-model.json."""
-    folder.mkdir(parents=True, exist_ok=True)
+) -> _Planned:
+    """One model folder's files: ``weights`` as bf16, or ``tensors`` (mixed dtypes: a
+    quantized checkpoint) when given, ``weights`` then being the dense weights they encode
+    (counted as its parameters). ``extra`` joins specbench-tiny-model.json."""
     files = dict(texts)
     files["specbench-tiny-model.json"] = _json_text(
         {"role": role, "generator": "specbench tiny-model", "spec": spec.model_dump()}
         | (extra or {})
     )
-    for name, text in files.items():
-        (folder / name).write_text(text, encoding="utf-8")
-    write_safetensors(folder / WEIGHTS_FILE, weights if tensors is None else tensors)
-    digests = {
-        name: hashlib.sha256((folder / name).read_bytes()).hexdigest()
-        for name in sorted([*files, WEIGHTS_FILE])
-    }
+    data = {name: text.encode("utf-8") for name, text in files.items()}
+    data[WEIGHTS_FILE] = safetensors_bytes(weights if tensors is None else tensors)
+    return _Planned(folder, data, sum(int(w.size) for w in weights.values()))
+
+
+def _commit(planned: _Planned) -> TinyModel:
+    """Write one model folder whole: staged beside it, then swapped in (a failed write, a full
+    disk, leaves the earlier folder as it was)."""
+    folder = planned.folder
+    token = secrets.token_hex(4)
+    stage = folder.parent / f".{folder.name}.{token}.new"
+    old = folder.parent / f".{folder.name}.{token}.old"
+    try:
+        for name, data in planned.files.items():
+            write_bytes(stage / name, data, root=stage)
+        if folder.exists():
+            folder.rename(old)
+        stage.rename(folder)
+    except BaseException:
+        shutil.rmtree(stage, ignore_errors=True)
+        if old.exists() and not folder.exists():
+            old.rename(folder)
+        raise
+    shutil.rmtree(old, ignore_errors=True)
+    digests = {n: hashlib.sha256(planned.files[n]).hexdigest() for n in sorted(planned.files)}
     return TinyModel(
         path=folder,
-        parameters=sum(int(w.size) for w in weights.values()),
-        size_bytes=sum((folder / name).stat().st_size for name in digests),
+        parameters=planned.parameters,
+        size_bytes=sum(len(b) for b in planned.files.values()),
         sha256=digests,
     )
 
@@ -92,7 +122,7 @@ def _write_gptq_mtp(
     chain: tuple[int, F32, F32],
     texts: dict[str, str],
     ids: tuple[int, int],
-) -> TinyModel:
+) -> _Planned:
     """The MTP chain target GPTQ-packed (bench/tinymodel/_gptq.py), its MTP head BF16."""
     vocab_size, embedding, head = chain
     made = gptq_mtp_weights(spec, vocab_size, embedding, head, options)
@@ -115,14 +145,14 @@ def _write_gptq_mtp35(
     options: GptqOptions,
     chain: tuple[int, F32, F32],
     texts: dict[str, str],
-) -> dict[str, TinyModel]:
+) -> dict[str, _Planned]:
     """``mtp35`` GPTQ-packed (bench/tinymodel/_gptq35.py), its MTP head BF16, twice: without a
     rule about ``mtp.*`` (``mtp35_gptq``) and with ``-:.*mtp.*`` (``mtp35_gptq_mtprule``); the
     same tensors."""
     vocab_size, embedding, head = chain
     made = gptq_qwen35_weights(spec, vocab_size, embedding, head, options)
     config = json.loads(texts["config.json"])
-    out: dict[str, TinyModel] = {}
+    out: dict[str, _Planned] = {}
     for key, folder, mtprule in (
         ("mtp35_gptq", "mtp35-gptq", False),
         ("mtp35_gptq_mtprule", "mtp35-gptq-mtprule", True),
@@ -191,7 +221,7 @@ def make_tiny_models(
     dflash_texts = texts | {"config.json": _json_text(dflash_config(spec, vocab_size, bos_id))}
     del dflash_texts["generation_config.json"]
     try:
-        made = {
+        planned = {
             "target": _write_model(out_dir / "target", target, texts, "target", spec),
             "draft": _write_model(
                 out_dir / "draft", draft_weights(spec, target), texts, "draft", spec
@@ -222,7 +252,7 @@ def make_tiny_models(
             ),
         }
         if gptq is not None:
-            made["mtp_gptq"] = _write_gptq_mtp(
+            planned["mtp_gptq"] = _write_gptq_mtp(
                 out_dir / "mtp-gptq",
                 spec,
                 gptq,
@@ -230,9 +260,12 @@ def make_tiny_models(
                 texts,
                 (bos_id, eos_id),
             )
-            made |= _write_gptq_mtp35(
+            planned |= _write_gptq_mtp35(
                 out_dir, spec, gptq, (vocab_size, embedding, head), mtp35_texts
             )
+        # every model is made and every option checked: only now is anything written
+        ensure_dir(out_dir, "out")
+        made = {key: _commit(p) for key, p in planned.items()}
     except OSError as err:
         raise InputError(str(out_dir), f"cannot write: {err}") from None
     return TinyModels(

@@ -19,6 +19,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from bench.core import write_bytes
+
 _ALIGN = 8
 #: numpy dtype of a written array -> (safetensors dtype, little-endian numpy dtype of its bytes)
 _STORED: dict[np.dtype[Any], tuple[str, str]] = {
@@ -50,7 +52,12 @@ def _encode(name: str, array: npt.NDArray[Any]) -> tuple[str, bytes]:
 
 def write_safetensors(path: Path, tensors: Mapping[str, npt.NDArray[Any]]) -> None:
     """Write ``tensors`` sorted by name, so equal input gives equal bytes: float32 as BF16,
-    int32 as I32, float16 as F16."""
+    int32 as I32, float16 as F16 (atomically: bench.core's writing layer)."""
+    write_bytes(path, safetensors_bytes(tensors))
+
+
+def safetensors_bytes(tensors: Mapping[str, npt.NDArray[Any]]) -> bytes:
+    """The file :func:`write_safetensors` writes, as bytes."""
     header: dict[str, object] = {"__metadata__": {"format": "pt"}}
     blobs: list[bytes] = []
     offset = 0
@@ -66,7 +73,7 @@ def write_safetensors(path: Path, tensors: Mapping[str, npt.NDArray[Any]]) -> No
         offset += len(blob)
     text = json.dumps(header, separators=(",", ":"), sort_keys=True).encode()
     text += b" " * (-len(text) % _ALIGN)
-    path.write_bytes(struct.pack("<Q", len(text)) + text + b"".join(blobs))
+    return struct.pack("<Q", len(text)) + text + b"".join(blobs)
 
 
 def write_bf16_safetensors(path: Path, tensors: dict[str, npt.NDArray[np.float32]]) -> None:

@@ -216,7 +216,7 @@ def test_each_kind_of_pin_goes_to_its_own_kind_of_image(exp_file: Path) -> None:
         ({"image_ids": {"vllm": D["a"]}}, "vllm is pulled, not built"),
         ({"image_digests": {"nope": D["a"]}}, "'nope' is not an image"),
         ({"model_revisions": {"nope": REV}}, "'nope' is not a model"),
-        ({"model_revisions": {"target": "main"}}, "'main' is not a digest, image ID or commit"),
+        ({"model_revisions": {"target": "main"}}, "'main' is not a 40-hex commit"),
     ):
         with pytest.raises(InputError, match=message):
             record_pins(exp, lock, "h", _found(**found), path)

@@ -235,8 +235,14 @@ def test_group_size_is_honoured_and_checked(tmp_path: Path) -> None:
         ]
         == 64
     )
-    with pytest.raises(InputError, match="cannot be GPTQ-packed"):
+    (tmp_path / "g48" / "target").mkdir(parents=True)
+    (tmp_path / "g48" / "target" / "config.json").write_text("earlier")
+    with pytest.raises(InputError, match="48 does not divide") as caught:
         make_tiny_models(tmp_path / "g48", seed=0, gptq=GptqOptions(group_size=48))
+    # the option is named, and it was refused before any model was written (issue 39 class 4)
+    assert caught.value.where == "--gptq-group-size"
+    assert [p.name for p in (tmp_path / "g48").iterdir()] == ["target"]
+    assert (tmp_path / "g48" / "target" / "config.json").read_text() == "earlier"
 
 
 def test_same_bytes_and_no_gptq_unless_asked(made: TinyModels, tmp_path: Path) -> None:

@@ -1,0 +1,116 @@
+"""The writing layer (bench/core/_files.py, issue 42 "one writing layer"): writes and deletes
+stay inside the folder given (a link planted inside is never followed), every write is atomic,
+a failed write (a full disk) leaves the old file and no temporary, and the error names the
+file and the cause."""
+
+from __future__ import annotations
+
+import errno
+import os
+from pathlib import Path
+
+import pytest
+
+from bench.core import (
+    InputError,
+    WriteError,
+    check_new_output,
+    made_dirs,
+    remove_file,
+    write_text,
+)
+
+pytestmark = pytest.mark.unit
+
+
+def _outside(tmp_path: Path) -> tuple[Path, Path]:
+    out, victim = tmp_path / "out", tmp_path / "victim"
+    out.mkdir()
+    victim.mkdir()
+    (victim / "mine.json").write_text("precious")
+    return out, victim
+
+
+def test_a_linked_folder_inside_the_output_is_not_written_through(tmp_path: Path) -> None:
+    out, victim = _outside(tmp_path)
+    (out / "payloads").symlink_to(victim)
+    with pytest.raises(InputError, match="symbolic link inside the output folder"):
+        write_text(out / "payloads" / "mine.json", "overwritten", root=out)
+    with pytest.raises(InputError, match="symbolic link"):
+        write_text(out / "payloads" / "new.json", "x", root=out)
+    assert (victim / "mine.json").read_text() == "precious"
+    assert sorted(p.name for p in victim.iterdir()) == ["mine.json"]
+
+
+def test_a_linked_file_is_replaced_and_removed_itself_never_its_target(tmp_path: Path) -> None:
+    out, victim = _outside(tmp_path)
+    (out / "a.svg").symlink_to(victim / "mine.json")
+    write_text(out / "a.svg", "<svg/>", root=out)
+    assert not (out / "a.svg").is_symlink() and (out / "a.svg").read_text() == "<svg/>"
+    (out / "b.svg").symlink_to(victim / "mine.json")
+    assert remove_file(out / "b.svg", root=out)
+    (out / "logs").symlink_to(victim)
+    with pytest.raises(InputError, match="symbolic link"):
+        remove_file(out / "logs" / "mine.json", root=out)
+    assert (victim / "mine.json").read_text() == "precious"
+
+
+@pytest.mark.parametrize("name", ["../victim/mine.json", "/abs/mine.json", "a/../../x"])
+def test_a_path_that_leaves_the_output_is_refused(tmp_path: Path, name: str) -> None:
+    out, victim = _outside(tmp_path)
+    with pytest.raises(InputError):
+        write_text(out / name, "x", root=out)
+    with pytest.raises(InputError):
+        remove_file(out / name, root=out)
+    assert (victim / "mine.json").read_text() == "precious"
+
+
+def _disk_full_after(monkeypatch: pytest.MonkeyPatch, nbytes: int) -> None:
+    """os.write takes ``nbytes`` bytes in all, then fails as a full disk does."""
+    real = os.write
+    left = [nbytes]
+
+    def write(fd: int, data: bytes | memoryview) -> int:
+        if left[0] <= 0:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        n = real(fd, bytes(data[: left[0]]))
+        left[0] -= n
+        return n
+
+    monkeypatch.setattr(os, "write", write)
+
+
+def test_disk_full_mid_write_keeps_the_old_file_whole_and_leaves_no_temporary(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    out = tmp_path / "out"
+    write_text(out / "payloads" / "a.json", "old and whole", root=out)
+    _disk_full_after(monkeypatch, 4)
+    with pytest.raises(WriteError) as caught:
+        write_text(out / "payloads" / "a.json", "new" * 1000, root=out)
+    assert caught.value.full and caught.value.exit_code == 1
+    assert "a.json: cannot write: No space left on device" in str(caught.value)
+    assert (out / "payloads" / "a.json").read_text() == "old and whole"
+    assert [p.name for p in (out / "payloads").iterdir()] == ["a.json"]
+
+
+def test_an_output_that_is_an_input_or_holds_files_is_refused_before_writing(
+    tmp_path: Path,
+) -> None:
+    run = tmp_path / "run"
+    (run / "payloads").mkdir(parents=True)
+    with pytest.raises(InputError, match="inside the input"):
+        check_new_output(run / "bundle", "--out", inputs=[run])
+    with pytest.raises(InputError, match="not empty"):
+        check_new_output(run, "--out")
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(InputError, match="is a file"):
+        check_new_output(tmp_path / "file", "--out")
+    assert not (run / "bundle").exists()
+
+
+def test_made_dirs_removes_what_it_made_on_failure(tmp_path: Path) -> None:
+    with pytest.raises(RuntimeError), made_dirs(tmp_path / "a" / "b" / "c") as made:
+        write_text(made / "x.json", "{}")
+        raise RuntimeError("failed later")
+    assert list(tmp_path.iterdir()) == []
