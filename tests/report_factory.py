@@ -6,6 +6,7 @@ default. Figures are derived from the per-iteration samples passed in, never typ
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -308,8 +309,15 @@ def write_artifacts(
     admission cap from ``logs``); without, the folder is one written before launch records."""
     (root / "payloads").mkdir(parents=True, exist_ok=True)
     (root / "logs").mkdir(exist_ok=True)
-    lock = lock or lock_for(specs)
-    exp = RunLock.model_validate_json(lock).experiment
+    # Every folder is its own run, as a matrix writes it: a run id of its own, in the lock and
+    # in each payload (compare refuses two folders of one run).
+    run_id = "test-" + hashlib.sha256(str(root.resolve()).encode()).hexdigest()[:12]
+    locked = RunLock.model_validate_json(lock or lock_for(specs))
+    simulated = any(s.simulated for s in specs)  # the lock says what its payloads are
+    lock = locked.model_copy(update={"run_id": run_id, "simulated": simulated}).model_dump_json(
+        by_alias=True
+    )
+    exp = locked.experiment
     for i, s in enumerate(specs):
         stem = (stems or {}).get(i, f"{s.config}-c{s.concurrency}")
         cfg = next((c for c in exp.configurations if c.name == s.config), None)
@@ -324,7 +332,10 @@ def write_artifacts(
             )
             log = (logs or {}).get(s.config, "")
             s = dataclasses.replace(s, launch=launch_record(engine, cfg, exp, spec, "docker", log))
-        write_payload(root / "payloads" / f"{stem}.json", payload(s))
+        p = payload(s)
+        run = p.evidence.run.model_copy(update={"run_id": run_id})
+        p = p.model_copy(update={"evidence": p.evidence.model_copy(update={"run": run})})
+        write_payload(root / "payloads" / f"{stem}.json", p)
     for name, text in (logs or {}).items():
         (root / "logs" / f"{name}.log").write_text(text, encoding="utf-8")
     (root / "experiment.lock.json").write_text(lock)

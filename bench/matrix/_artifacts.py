@@ -22,7 +22,7 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
-from bench.core import InputError, sha256_file, write_text
+from bench.core import InputError, read_text, sha256_file, write_text
 from bench.schema import (
     LOCK_FILE,
     STATUS_FILE,
@@ -71,31 +71,6 @@ class Artifacts:
     def sums(self) -> Path:
         return self.root / SUMS
 
-    def check_before_writing(self) -> None:
-        """Before the first write: ``--out`` is a new or empty folder, or one of our runs (to
-        resume or refuse), whose folders are not links to elsewhere."""
-        if self.root.exists() and not self.root.is_dir():
-            raise InputError("--out", f"{self.root} exists and is a file, not a folder")
-        if not self.root.exists():
-            return
-        if self.lock.is_file():
-            for sub in ("payloads", "logs", "upstream"):
-                if (self.root / sub).is_symlink():
-                    raise InputError(
-                        "--out",
-                        f"{self.root / sub} is a symbolic link: a run's folders are its own, "
-                        "specbench does not write through links",
-                    )
-            return
-        others = sorted(p.name for p in self.root.iterdir())
-        if others:
-            shown = ", ".join(others[:5]) + (f" and {len(others) - 5} more" if others[5:] else "")
-            raise InputError(
-                "--out",
-                f"{self.root} already holds files that are not a specbench run ({shown}): give "
-                "a new or empty folder (SHA256SUMS would vouch for them)",
-            )
-
     def payload(self, config: str, concurrency: int) -> Path:
         return self.root / "payloads" / f"{config}-c{concurrency}.json"
 
@@ -104,19 +79,64 @@ class Artifacts:
 
     def write_model(self, path: Path, model: BaseModel) -> None:
         """One artifact file from its schema model (aliases as in the schema: ``schema``)."""
-        write_text(path, model.model_dump_json(indent=2, by_alias=True) + "\n", root=self.root)
+        write_text(path, model.model_dump_json(indent=2, by_alias=True) + "\n")
 
     def write_payload(self, config: str, concurrency: int, payload: Payload) -> Path:
+        """Write a payload and vouch for it in SHA256SUMS at once: a resume keeps only payloads
+        whose bytes are the ones the run wrote (issue 38, fault 10)."""
         path = self.payload(config, concurrency)
-        write_payload(path, payload, root=self.root)
+        write_payload(path, payload)
+        listed = self.listed()
+        listed[path.relative_to(self.root).as_posix()] = sha256_file(path)
+        lines = [f"{digest}  {name}" for name, digest in sorted(listed.items())]
+        write_text(self.sums, "\n".join(lines) + "\n")
         return path
 
+    def listed(self) -> dict[str, str]:
+        """SHA256SUMS as file name -> sha256 (empty when there is none or it cannot be read)."""
+        try:
+            text = read_text(self.sums, what=SUMS) if self.sums.is_file() else ""
+        except InputError:
+            return {}
+        out: dict[str, str] = {}
+        for line in text.splitlines():
+            digest, sep, name = line.partition("  ")
+            if sep:
+                out[name] = digest
+        return out
+
+    def distrust(self, config: str, concurrency: int) -> str | None:
+        """Why a resume may not keep a payload that is on disk (None: it may): its bytes are
+        not the ones the run wrote and vouched for in SHA256SUMS."""
+        path = self.payload(config, concurrency)
+        rel = path.relative_to(self.root).as_posix()
+        want = self.listed().get(rel)
+        if want is None:
+            return (
+                f"{rel} is not in SHA256SUMS (cut off before the run vouched for it, or added "
+                "by hand): not trusted, measured again"
+            )
+        if sha256_file(path) != want:
+            return (
+                f"{rel} differs from its SHA256SUMS entry (edited or truncated after the run "
+                "wrote it): not trusted, measured again"
+            )
+        return None
+
+    def distrusted(self, config: str, levels: list[int]) -> list[str]:
+        """``distrust`` of each level whose payload is on disk."""
+        return [
+            why
+            for k in levels
+            if self.payload(config, k).exists() and (why := self.distrust(config, k)) is not None
+        ]
+
     def finished(self, config: str, levels: list[int], accept_invalid: bool) -> bool:
-        """True when every level has a readable payload that is valid (or, for a
-        configuration expected to be invalid, merely complete)."""
+        """True when every level has a payload the run vouched for (SHA256SUMS), readable and
+        valid (or, for a configuration expected to be invalid, merely complete)."""
         for k in levels:
             path = self.payload(config, k)
-            if not path.exists():
+            if not path.exists() or self.distrust(config, k) is not None:
                 return False
             try:
                 p = read_payload(path)
@@ -136,7 +156,7 @@ class Artifacts:
 
     def write_sums(self) -> Path:
         lines = [f"{sha256_file(p)}  {p.relative_to(self.root).as_posix()}" for p in self.files()]
-        write_text(self.sums, "\n".join(lines) + ("\n" if lines else ""), root=self.root)
+        write_text(self.sums, "\n".join(lines) + ("\n" if lines else ""))
         return self.sums
 
     def check_sums(self) -> list[str]:

@@ -8,6 +8,7 @@ Ctrl-C (or SIGTERM) stops the running server and leaves every finished artifact 
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import secrets
 import sys
@@ -16,9 +17,7 @@ from pathlib import Path
 from bench.core import (
     SIMULATED_BANNER,
     InputError,
-    RunError,
     SpecbenchError,
-    WriteError,
     ensure_dir,
     read_json_model,
     utc_now,
@@ -55,6 +54,12 @@ from bench.matrix._options import (
     Outcome,
     TelemetryFactory,
 )
+from bench.matrix._resume import (
+    Interrupted,
+    check_resume,
+    hold_folder,
+    interrupted_message,
+)
 from bench.measure import ProgressBar
 from bench.schema import (
     ConfigurationStatus,
@@ -88,7 +93,7 @@ def _copy_suite_record(exp: Experiment, arts: Artifacts) -> None:
     if arts.suite_record.exists() or not src.is_file():
         return
     if any(c.engine == "sglang" for c in exp.configurations):
-        write_text(arts.suite_record, src.read_text(encoding="utf-8"), root=arts.root)
+        write_text(arts.suite_record, src.read_text(encoding="utf-8"))
 
 
 def _run_provenance(
@@ -152,6 +157,33 @@ def run_matrix(
     telemetry: TelemetryFactory | None = None,
     pinned: PinnedExperiment | None = None,
 ) -> MatrixResult:
+    """``_run_matrix`` holding ``opts.out`` (one matrix per folder); Ctrl-C or SIGTERM ends in
+    ``Interrupted`` (exit 130), which says what was kept and the command that resumes."""
+    with contextlib.ExitStack() as hold:
+        try:
+            return _run_matrix(
+                exp, opts, hold, launcher, hardware, experiment_path, telemetry, pinned
+            )
+        except KeyboardInterrupt:
+            arts = Artifacts(opts.out)
+            try:
+                status = read_json_model(arts.status, RunStatus) if arts.status.is_file() else None
+            except InputError:
+                status = None
+            names = [c.name for c in exp.select(opts.only or None)]
+            raise Interrupted(interrupted_message(status, names, opts.out)) from None
+
+
+def _run_matrix(
+    exp: Experiment,
+    opts: MatrixOptions,
+    hold: contextlib.ExitStack,
+    launcher: Launcher | None,
+    hardware: Hardware | None,
+    experiment_path: Path | None,
+    telemetry: TelemetryFactory | None,
+    pinned: PinnedExperiment | None,
+) -> MatrixResult:
     """Run the selected configurations and write the artifacts to ``opts.out``.
 
     ``pinned``: the experiment with its pins lock applied (``exp`` is its experiment); where each
@@ -173,8 +205,8 @@ def run_matrix(
                 "--allow-unpinned to run by tag, a run that cannot be published)",
             )
     arts = Artifacts(opts.out)
-    arts.check_before_writing()
     ensure_dir(opts.out, "--out")
+    hold.enter_context(hold_folder(opts.out))
     run_id = opts.run_id or new_run_id()
 
     if arts.lock.exists():
@@ -190,6 +222,7 @@ def run_matrix(
                 "with: resume only the same run; start a new one with another --out (Ansible: "
                 "-e benchmark_rerun=true)",
             )
+        opts = check_resume(old, exp, opts)  # the warmup, iterations... it began with
         lock = old
     else:
         lock = _lock(exp, opts, run_id, pinned)
@@ -221,7 +254,6 @@ def run_matrix(
     total = sum(len(exp.levels_for(c)) * per_level for c in selected)
     outcomes: list[Outcome] = []
     ctx: RunContext | None = None
-    stopped: BaseException | None = None
     try:
         with (
             sigterm_as_interrupt(),
@@ -273,18 +305,13 @@ def run_matrix(
                     continue
                 outcome = Outcome(cfg.name, "interrupted", expected_invalid=expected)
                 outcomes.append(outcome)
+                for why in arts.distrusted(cfg.name, levels) if opts.resume else []:
+                    outcome.reasons.append(why)  # edited by hand: never kept (issue 38)
+                    progress.log(f"{cfg.name}: {why}")
                 done_units = 0
                 try:
                     done_units = run_configuration(ctx, cfg, outcome)
                     outcome.status = "done"
-                except WriteError as err:
-                    # a full disk stops the run: the next configuration would fail the same way
-                    outcome.status = "failed"
-                    outcome.reasons.append(str(err))
-                    raise RunError(
-                        f"{err}. The run stopped at {cfg.name}; every artifact written before "
-                        f"is intact: free space, then run again with --resume --out {opts.out}"
-                    ) from None
                 except SpecbenchError as err:
                     outcome.status = "failed"
                     outcome.reasons.append(scrub(str(err)))
@@ -293,20 +320,11 @@ def run_matrix(
                     left = len(levels) * per_level - done_units
                     if outcome.status == "failed" and left > 0:
                         progress.advance(left)
-    except BaseException as err:
-        stopped = err
-        raise
     finally:
         if ctx is not None:
             stop_prestarted(ctx)
-        try:
-            arts.write_model(arts.status, _status(run_id, outcomes, opts.emulated))
-            arts.write_sums()
-        except WriteError:
-            # the disk is still full: the earlier status.json and SHA256SUMS stay whole, and the
-            # error that stopped the run is the one to report
-            if stopped is None:
-                raise
+        arts.write_model(arts.status, _status(run_id, outcomes, opts.emulated))
+        arts.write_sums()
     return MatrixResult(opts.out, run_id, outcomes)
 
 

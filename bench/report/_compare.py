@@ -106,10 +106,45 @@ def refuse_the_same_run_twice(dirs: Sequence[Path]) -> None:
             statuses[raw] = d
 
 
+def refuse_copies(hosts: Sequence[Host]) -> None:
+    """Two folders of one run (a copy, a copy resumed or re-reported: its status.json rewritten)
+    share the run id of their lock (or of their payloads) and the payloads the run wrote: either
+    is refused, naming both."""
+    for i, other in enumerate(hosts):
+        sums = _payload_sums(other.rs)
+        for first in hosts[:i]:
+            same = set(first.rs.run_ids) & set(other.rs.run_ids)
+            if same:
+                raise InputError(
+                    other.path,
+                    f"a copy of the run in {first.path} (the same run id {sorted(same)[0]!r}): "
+                    "nothing to compare",
+                )
+            shared = sorted(set(_payload_sums(first.rs)) & set(sums))
+            if shared:
+                raise InputError(
+                    other.path,
+                    f"a copy of the run in {first.path} ({sums[shared[0]]} is byte for byte "
+                    f"{_payload_sums(first.rs)[shared[0]]} there): nothing to compare",
+                )
+
+
+def _payload_sums(rs: RunSet) -> dict[str, str]:
+    return {f.sha256: f.path for f in rs.files if f.sha256 and f.path.startswith("payloads/")}
+
+
 def check_comparable(hosts: Sequence[Host]) -> None:
-    """Refuse runs of different experiments or workloads, naming the first differing field."""
+    """Refuse runs of different experiments or workloads, naming the first differing field,
+    and an emulated (SIMULATED) run beside a real one."""
     first = hosts[0]
     for other in hosts[1:]:
+        if first.rs.simulated != other.rs.simulated:
+            sim, real = (first, other) if first.rs.simulated else (other, first)
+            raise InputError(
+                other.path,
+                f"{sim.name} is an emulated run (SIMULATED payloads), {real.name} a real one: "
+                "an emulator's figures do not compare with an engine's",
+            )
         if first.rs.experiment != other.rs.experiment:
             raise InputError(
                 other.path,
@@ -143,6 +178,7 @@ def compare_hosts(dirs: Sequence[Path]) -> FleetComparison:
         Host(name=n, path=str(d), rs=load_artifacts(_artifacts_dir(d)))
         for n, d in zip(_names(dirs), dirs, strict=True)
     ]
+    refuse_copies(hosts)
     check_comparable(hosts)
     keys: list[tuple[str, int]] = []
     for h in hosts:

@@ -29,7 +29,7 @@ from bench.report._claims import (
 from bench.report._depth import DepthSweep, depth_sweeps, depth_tests
 from bench.report._labels import differing_settings, siblings
 from bench.report._lossless import NEAR_TIE_NATS, NEAR_TIE_REASON, LosslessRow, lossless
-from bench.report._model import RunSet, RunView
+from bench.report._model import RunSet, RunView, Unreadable
 from bench.report._text import pct
 
 
@@ -159,6 +159,10 @@ class ReportContext:
     max_sd: float | None
     ranking_resolved: bool
     invalid: list[RunView]
+    #: payloads that could not be read: every summary counts them (issue 39)
+    unreadable: list[Unreadable]
+    #: unreadable payloads of configurations without speculation (a baseline not measured?)
+    unreadable_baselines: list[Unreadable]
     warned: list[RunView]
     after_fix: list[AfterFix]
     superseded: list[RunView]
@@ -294,6 +298,8 @@ def build_context(rs: RunSet, reference: RunSet | None = None) -> ReportContext:
         max_sd=max_sd,
         ranking_resolved=ranking_resolved,
         invalid=invalid,
+        unreadable=list(rs.unreadable),
+        unreadable_baselines=[u for u in rs.unreadable if u.method in (None, "NONE")],
         warned=warned,
         after_fix=after_fix(rs),
         superseded=superseded,

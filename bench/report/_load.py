@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.core import InputError, Summary, read_json, read_json_model, sha256_file
+from bench.report._folder import Read, check_one_run, refuse_foreign_schema, stem_parts
 from bench.report._machine import (
     cpu_kernel_table,
     hardware_tables,
@@ -34,14 +35,17 @@ from bench.report._model import (
     RunSet,
     RunView,
     SuiteView,
+    Unreadable,
 )
 from bench.report._roofline import build_roofline
 from bench.schema import (
     LOCK_FILE,
+    STATUS_FILE,
     Experiment,
     Hardware,
     Payload,
     RunLock,
+    RunStatus,
     SuiteRecord,
     check_payload,
     read_payload,
@@ -330,19 +334,26 @@ def load_artifacts(artifacts_dir: Path) -> RunSet:
     logs: dict[str, list[str]] = {}
     for lf in sorted((d / "logs").glob("*.log")) if (d / "logs").is_dir() else []:
         logs[lf.stem] = lf.read_text(encoding="utf-8", errors="replace").splitlines()
+    lock = _read_lock(d)
+    exp = lock.experiment if lock is not None else None
     runs: list[RunView] = []
     verdicts: dict[str, str] = {}
     payloads: list[Payload] = []
+    read: list[Read] = []
+    unreadable: list[Unreadable] = []
     for f in payload_files:
         rel = f"payloads/{f.name}"
         try:
             p = read_payload(f)
         except InputError as err:
+            refuse_foreign_schema(f, str(f))
             verdicts[rel] = f"FAILS validation: {err.reason}"
+            unreadable.append(_unreadable(rel, err.reason, f.stem, exp))
             continue
         payloads.append(p)
         rv = run_view(p, f.stem, logs)
         runs.append(rv)
+        read.append(Read(rel, p, rv.config, rv.concurrency, rv.attempt))
         codes = ", ".join(r.code for r in rv.reasons if r.severity == "invalid")
         verdicts[rel] = _validator_verdict(p, f)
         verdicts[rel] += "; run valid" if rv.valid else f"; run INVALID ({codes})"
@@ -350,8 +361,8 @@ def load_artifacts(artifacts_dir: Path) -> RunSet:
             verdicts[rel] += "; SIMULATED"
     if not runs:
         raise InputError(str(pdir), "no payload passed validation")
-    lock = _read_lock(d)
-    exp = lock.experiment if lock is not None else None
+    listed = _sums(d / "SHA256SUMS")
+    check_one_run(d, lock, _read_status(d), read, listed)
     configs = _with_recorded_caps(_experiment_infos(exp) if exp is not None else (), runs)
     order = {c.name: i for i, c in enumerate(configs)}
     # The experiment's order, not the file names' (the seed lists vLLM DFlash first).
@@ -367,7 +378,6 @@ def load_artifacts(artifacts_dir: Path) -> RunSet:
     hw_data = _read_json(d / "hardware.json")
     hw = Hardware.model_validate(hw_data) if hw_data else payloads[0].hardware
     prov = _read_json(d / "provenance.json")
-    listed = _sums(d / "SHA256SUMS")
     files: list[FileEntry] = []
     for f in sorted(p for p in d.rglob("*") if p.is_file() and p.name != "SHA256SUMS"):
         rel = f.relative_to(d).as_posix()
@@ -379,6 +389,9 @@ def load_artifacts(artifacts_dir: Path) -> RunSet:
         elif want != sha:
             verdict += "; SHA256 MISMATCH"
         files.append(FileEntry(path=rel, sha256=sha, listed_sha256=want, verdict=verdict))
+    for rel in sorted(set(listed) - {f.path for f in files}):
+        # a listed payload that is gone was refused above; any other file is stated missing
+        files.append(FileEntry(path=rel, listed_sha256=listed[rel], verdict=MISSING))
     commands, source = recorded_commands(runs, matrix=lock is not None)
     first = payloads[0]
     wl = first.evidence.workload
@@ -423,6 +436,8 @@ def load_artifacts(artifacts_dir: Path) -> RunSet:
         notes=(),
         emulator_time_scale=_time_scale(lock),
         upstream_suite=read_suite(d / SUITE_RECORD),
+        unreadable=tuple(unreadable),
+        run_ids=_run_ids(lock, payloads),
         unpinned=_unpinned(lock),
     )
 
@@ -459,6 +474,39 @@ def _read_lock(d: Path) -> RunLock | None:
     from ``specbench run``). A lock that does not validate stops the report (exit 2)."""
     path = d / LOCK_FILE
     return read_json_model(path, RunLock) if path.is_file() else None
+
+
+def _read_status(d: Path) -> RunStatus | None:
+    """status.json as the matrix wrote it; one that does not validate stops the report."""
+    path = d / STATUS_FILE
+    return read_json_model(path, RunStatus) if path.is_file() else None
+
+
+#: the verdict of a file SHA256SUMS lists that the folder no longer holds
+MISSING = "MISSING: listed in SHA256SUMS, not in the folder"
+
+
+def _unreadable(rel: str, reason: str, stem: str, exp: Experiment | None) -> Unreadable:
+    """An unreadable payload with what its name and the lock say it was meant to hold."""
+    parts = stem_parts(stem)
+    cfg = (
+        next((c for c in exp.configurations if parts and c.name == parts[0]), None)
+        if exp is not None
+        else None
+    )
+    return Unreadable(
+        path=rel,
+        reason=reason,
+        config=parts[0] if parts else None,
+        concurrency=parts[1] if parts else None,
+        method=cfg.method if cfg is not None else None,
+    )
+
+
+def _run_ids(lock: RunLock | None, payloads: list[Payload]) -> tuple[str, ...]:
+    if lock is not None:
+        return (lock.run_id,)
+    return tuple(sorted({i for p in payloads if (i := p.evidence.run.run_id) is not None}))
 
 
 def _unpinned(lock: RunLock | None) -> tuple[str, ...]:

@@ -185,6 +185,18 @@ class FileEntry(StrictModel):
     verdict: str
 
 
+class Unreadable(StrictModel):
+    """A payload the report could not read: listed, and counted by every summary."""
+
+    path: str = Field(description="under the artifacts folder: payloads/<name>.json")
+    reason: str
+    config: str | None = Field(default=None, description="from its file name, if it names one")
+    concurrency: int | None = None
+    method: str | None = Field(
+        default=None, description="the configuration's method, as the run's lock states it"
+    )
+
+
 class CommandBlock(StrictModel):
     title: str
     argv: tuple[str, ...] = ()
@@ -276,6 +288,12 @@ class RunSet(StrictModel):
     )
     emulator_time_scale: float | None = Field(
         default=None, description="the matrix's --time-scale override of the emulator, if any"
+    )
+    unreadable: tuple[Unreadable, ...] = Field(
+        default=(), description="payloads that could not be read (listed, never left unsaid)"
+    )
+    run_ids: tuple[str, ...] = Field(
+        default=(), description="the run's id (its lock's, else those its payloads carry)"
     )
     unpinned: tuple[str, ...] = Field(
         default=(),
