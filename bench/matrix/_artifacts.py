@@ -71,6 +71,31 @@ class Artifacts:
     def sums(self) -> Path:
         return self.root / SUMS
 
+    def check_before_writing(self) -> None:
+        """Before the first write: ``--out`` is a new or empty folder, or one of our runs (to
+        resume or refuse), whose folders are not links to elsewhere."""
+        if self.root.exists() and not self.root.is_dir():
+            raise InputError("--out", f"{self.root} exists and is a file, not a folder")
+        if not self.root.exists():
+            return
+        if self.lock.is_file():
+            for sub in ("payloads", "logs", "upstream"):
+                if (self.root / sub).is_symlink():
+                    raise InputError(
+                        "--out",
+                        f"{self.root / sub} is a symbolic link: a run's folders are its own, "
+                        "specbench does not write through links",
+                    )
+            return
+        others = sorted(p.name for p in self.root.iterdir())
+        if others:
+            shown = ", ".join(others[:5]) + (f" and {len(others) - 5} more" if others[5:] else "")
+            raise InputError(
+                "--out",
+                f"{self.root} already holds files that are not a specbench run ({shown}): give "
+                "a new or empty folder (SHA256SUMS would vouch for them)",
+            )
+
     def payload(self, config: str, concurrency: int) -> Path:
         return self.root / "payloads" / f"{config}-c{concurrency}.json"
 
@@ -79,17 +104,17 @@ class Artifacts:
 
     def write_model(self, path: Path, model: BaseModel) -> None:
         """One artifact file from its schema model (aliases as in the schema: ``schema``)."""
-        write_text(path, model.model_dump_json(indent=2, by_alias=True) + "\n")
+        write_text(path, model.model_dump_json(indent=2, by_alias=True) + "\n", root=self.root)
 
     def write_payload(self, config: str, concurrency: int, payload: Payload) -> Path:
         """Write a payload and vouch for it in SHA256SUMS at once: a resume keeps only payloads
         whose bytes are the ones the run wrote (issue 38, fault 10)."""
         path = self.payload(config, concurrency)
-        write_payload(path, payload)
+        write_payload(path, payload, root=self.root)
         listed = self.listed()
         listed[path.relative_to(self.root).as_posix()] = sha256_file(path)
         lines = [f"{digest}  {name}" for name, digest in sorted(listed.items())]
-        write_text(self.sums, "\n".join(lines) + "\n")
+        write_text(self.sums, "\n".join(lines) + "\n", root=self.root)
         return path
 
     def listed(self) -> dict[str, str]:
@@ -156,7 +181,7 @@ class Artifacts:
 
     def write_sums(self) -> Path:
         lines = [f"{sha256_file(p)}  {p.relative_to(self.root).as_posix()}" for p in self.files()]
-        write_text(self.sums, "\n".join(lines) + ("\n" if lines else ""))
+        write_text(self.sums, "\n".join(lines) + ("\n" if lines else ""), root=self.root)
         return self.sums
 
     def check_sums(self) -> list[str]:

@@ -17,7 +17,9 @@ from pathlib import Path
 from bench.core import (
     SIMULATED_BANNER,
     InputError,
+    RunError,
     SpecbenchError,
+    WriteError,
     ensure_dir,
     read_json_model,
     utc_now,
@@ -93,7 +95,7 @@ def _copy_suite_record(exp: Experiment, arts: Artifacts) -> None:
     if arts.suite_record.exists() or not src.is_file():
         return
     if any(c.engine == "sglang" for c in exp.configurations):
-        write_text(arts.suite_record, src.read_text(encoding="utf-8"))
+        write_text(arts.suite_record, src.read_text(encoding="utf-8"), root=arts.root)
 
 
 def _run_provenance(
@@ -205,6 +207,7 @@ def _run_matrix(
                 "--allow-unpinned to run by tag, a run that cannot be published)",
             )
     arts = Artifacts(opts.out)
+    arts.check_before_writing()
     ensure_dir(opts.out, "--out")
     hold.enter_context(hold_folder(opts.out))
     run_id = opts.run_id or new_run_id()
@@ -254,6 +257,7 @@ def _run_matrix(
     total = sum(len(exp.levels_for(c)) * per_level for c in selected)
     outcomes: list[Outcome] = []
     ctx: RunContext | None = None
+    stopped: BaseException | None = None
     try:
         with (
             sigterm_as_interrupt(),
@@ -312,6 +316,14 @@ def _run_matrix(
                 try:
                     done_units = run_configuration(ctx, cfg, outcome)
                     outcome.status = "done"
+                except WriteError as err:
+                    # a full disk stops the run: the next configuration would fail the same way
+                    outcome.status = "failed"
+                    outcome.reasons.append(str(err))
+                    raise RunError(
+                        f"{err}. The run stopped at {cfg.name}; every artifact written before "
+                        f"is intact: free space, then run again with --resume --out {opts.out}"
+                    ) from None
                 except SpecbenchError as err:
                     outcome.status = "failed"
                     outcome.reasons.append(scrub(str(err)))
@@ -320,11 +332,20 @@ def _run_matrix(
                     left = len(levels) * per_level - done_units
                     if outcome.status == "failed" and left > 0:
                         progress.advance(left)
+    except BaseException as err:
+        stopped = err
+        raise
     finally:
         if ctx is not None:
             stop_prestarted(ctx)
-        arts.write_model(arts.status, _status(run_id, outcomes, opts.emulated))
-        arts.write_sums()
+        try:
+            arts.write_model(arts.status, _status(run_id, outcomes, opts.emulated))
+            arts.write_sums()
+        except WriteError:
+            # the disk is still full: the earlier status.json and SHA256SUMS stay whole, and the
+            # error that stopped the run is the one to report
+            if stopped is None:
+                raise
     return MatrixResult(opts.out, run_id, outcomes)
 
 

@@ -14,7 +14,17 @@ import tempfile
 import zlib
 from pathlib import Path
 
-from bench.core import InputError, ensure_dir, read_text, sha256_file, write_bytes, write_text
+from bench.core import (
+    InputError,
+    check_new_output,
+    check_output_file,
+    made_dirs,
+    read_text,
+    remove_file,
+    sha256_file,
+    write_bytes,
+    write_text,
+)
 from bench.report._render import load_runset, render_report
 from bench.schema import read_payload
 
@@ -44,17 +54,18 @@ def _write_sums(root: Path) -> None:
         for f in sorted(root.rglob("*"))
         if f.is_file() and f.relative_to(root).as_posix() != SUMS
     ]
-    write_text(root / SUMS, "\n".join(lines) + "\n")
+    write_text(root / SUMS, "\n".join(lines) + "\n", root=root)
 
 
-def _tarball(root: Path, dest: Path) -> None:
-    """A reproducible tar.gz (sorted entries, zero mtimes, no owners) of ``root``."""
+def _tarball(root: Path, dest: Path, name: str) -> None:
+    """A reproducible tar.gz (sorted entries, zero mtimes, no owners) of ``root``, its entries
+    under ``name/``."""
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w:gz", compresslevel=9) as tar:
         for f in sorted(root.rglob("*")):
             if not f.is_file():
                 continue
-            info = tarfile.TarInfo(f"{root.name}/{f.relative_to(root).as_posix()}")
+            info = tarfile.TarInfo(f"{name}/{f.relative_to(root).as_posix()}")
             info.size = f.stat().st_size
             info.mtime = 0
             info.mode = 0o644
@@ -100,25 +111,39 @@ def publish(artifacts_dir: Path, out_dir: Path, tarball: bool = False) -> Path:
     ]
     if bad:
         raise InputError(str(artifacts_dir), f"refusing to publish: {', '.join(bad)} failed checks")
-    if out_dir.exists() and not out_dir.is_dir():
-        raise InputError(str(out_dir), "exists and is a file, not a folder")
-    if out_dir.exists() and any(out_dir.iterdir()):
-        raise InputError(str(out_dir), "exists and is not empty")
-    ensure_dir(out_dir.parent, "--out")
-    staging = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", dir=out_dir.parent))
-    try:
-        shutil.copytree(artifacts_dir, staging / ARTIFACTS, ignore=shutil.ignore_patterns("report"))
-        render_report(staging / ARTIFACTS, staging)
-        _write_sums(staging)
-        if out_dir.exists():
-            out_dir.rmdir()
-        staging.rename(out_dir)
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
+    # every output checked before the first write: a new or empty folder apart from the run,
+    # and a tarball path that is free
+    check_new_output(out_dir, "--out", inputs=[artifacts_dir])
+    tar_path = tarball_path(out_dir)
     if tarball:
-        _tarball(out_dir, out_dir.parent / f"{out_dir.name}.tar.gz")
+        check_output_file(tar_path, "--tarball", inputs=[artifacts_dir])
+        if tar_path.exists() or tar_path.is_symlink():
+            raise InputError("--tarball", f"{tar_path} exists: remove it or choose another --out")
+    existed = out_dir.exists()
+    with made_dirs(out_dir.parent):
+        staging = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", dir=out_dir.parent))
+        try:
+            shutil.copytree(
+                artifacts_dir, staging / ARTIFACTS, ignore=shutil.ignore_patterns("report")
+            )
+            render_report(staging / ARTIFACTS, staging)
+            _write_sums(staging)
+            if tarball:
+                _tarball(staging, tar_path, name=out_dir.name)
+            if existed:
+                out_dir.rmdir()
+            staging.rename(out_dir)
+        except BaseException:
+            shutil.rmtree(staging, ignore_errors=True)
+            if tarball:
+                remove_file(tar_path)
+            raise
     return out_dir
+
+
+def tarball_path(out_dir: Path) -> Path:
+    """Where ``publish --tarball`` writes: ``<out_dir>.tar.gz`` beside the folder."""
+    return out_dir.parent / f"{out_dir.name}.tar.gz"
 
 
 def _safe_extract(tar_path: Path, into: Path) -> Path:
