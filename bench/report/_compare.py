@@ -246,6 +246,10 @@ def compare_hosts(dirs: Sequence[Path]) -> FleetComparison:
                 cells=tuple(out_cells),
             )
         )
+    for h in hosts:  # every payload a host's folder holds and could not be read is named
+        missing += [
+            f"{u.path} on {h.name}: could not be read ({u.reason})" for u in h.rs.unreadable
+        ]
     return FleetComparison(
         experiment=hosts[0].rs.experiment,
         title=hosts[0].rs.title,

@@ -222,3 +222,14 @@ def test_a_truncated_bundle_tarball_is_named_with_exit_2(
     assert ex.value.code == 2
     err = capsys.readouterr().err
     assert f"{cut}: truncated archive" in err and "Aborted" not in err
+
+
+def test_compare_names_an_unreadable_payload(tmp_path: Path) -> None:
+    a = write_artifacts(tmp_path / "gpu1", specs())
+    b = write_artifacts(tmp_path / "gpu2", specs(decode=99.0))
+    (b / "payloads" / "vllm-baseline-c1.json").write_text("{")
+    cmp = compare_hosts([a, b])
+    assert any(
+        m.startswith("payloads/vllm-baseline-c1.json on gpu2: could not be read")
+        for m in cmp.missing
+    ), cmp.missing
