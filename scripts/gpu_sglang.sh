@@ -105,7 +105,7 @@ prepare_project() { # the tiny models, our code and the patch (fast: rerun after
 device_env() {
   export PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1
   export NVSHMEM_DISABLE_NVLS=1 HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 DO_NOT_TRACK=1
-  export SGLANG_TREE=${SGLANG_TREE:-patched}
+  export SGLANG_TREE=${SGLANG_TREE:-patched} TVM_FFI_CACHE_DIR=$HOME/jit
   # pkgs-<tree>: sglang (stock or patched), sgl_kernel, deep_gemm; site: the carried wheels
   export PYTHONPATH=$SGL/pkgs-$SGLANG_TREE:$SGL/site
 }
@@ -146,9 +146,10 @@ report() { # report EXPERIMENT
 collect() {
   # $OUT: at most 8 files, 2 folders deep; tar the artifacts, keep the console log readable
   mkdir -p "$OUT"
-  tar czf "$OUT/art.tgz" -C ~ art
-  if [ -d ~/report ]; then tar czf "$OUT/report.tgz" -C ~ report; fi
-  if [ -d ~/rec ]; then tar czf "$OUT/rec.tgz" -C ~ rec; fi
+  local d
+  for d in art report rec jit; do # each only when a step made it (a missing one ended collect)
+    if [ -d ~/$d ]; then tar czf "$OUT/$d.tgz" -C ~ $d; fi
+  done
   cp ~/console.log "$OUT/" 2>/dev/null || true
 }
 
@@ -194,6 +195,16 @@ stall() { # the patched baseline with graphs on, its stacks dumped when the capt
 }
 marlin() { # the patched baseline eager on gptq_marlin, kernel launches synchronous, stacks on the stall
   CUDA_LAUNCH_BLOCKING=1 probe marlin-eager 110 --disable-cuda-graph
+}
+jit() { # the same, given time: SGLang 0.5.17 JIT-compiles gptq_marlin_gemm (tvm_ffi, ninja, nvcc)
+  # at the first forward; the compiler's processes are listed every 30 s and the built module is
+  # brought back (TVM_FFI_CACHE_DIR=~/jit)
+  (while sleep 30; do ps -eo etimes,args | grep -E "nvcc|cicc|ptxas|ninja" | grep -v grep |
+    cut -c1-160 | head -4; done) &
+  local watcher=$!
+  CUDA_LAUNCH_BLOCKING=0 probe marlin-jit "${JIT_S:-400}" --disable-cuda-graph
+  kill $watcher || true
+  du -sh ~/jit/* || true
 }
 gptqk() { # the non-Marlin GPTQ kernel in float16: a probe, then stock vs patched if it served
   export SGLANG_MAMBA_CONV_DTYPE=float16
