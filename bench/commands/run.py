@@ -51,6 +51,7 @@ OPTION_OF: Final[dict[str, str]] = {
     **{name: "--" + name.replace("_", "-") for name in RunSpec.model_fields},
     "engine": "ENGINE",
     "request_timeout_s": "--request-timeout",
+    "stall_timeout_s": "--stall-timeout",
 }
 
 
@@ -106,6 +107,13 @@ def run(
     request_timeout: Annotated[
         float, typer.Option(help="seconds per request", parser=number(TIMEOUT_S))
     ] = 600.0,
+    stall_timeout: Annotated[
+        float,
+        typer.Option(
+            help="seconds without a byte, once a stream has begun, before it counts as stalled",
+            parser=number(TIMEOUT_S),
+        ),
+    ] = 120.0,
     simulated: Annotated[
         bool, typer.Option(help="label the payload SIMULATED (automatic for the emulator)")
     ] = False,
@@ -157,6 +165,7 @@ def run(
             allow_prompt_mismatch=allow_prompt_mismatch,
             prompt_seed=prompt_seed,
             request_timeout_s=request_timeout,
+            stall_timeout_s=stall_timeout,
             simulated=simulated,
             run_id=run_id,
             config_name=config_name,

@@ -332,3 +332,13 @@ def test_legal_framings_stay_valid_and_exact(
     for it in p["evidence"]["iterations"]:
         for r in it["requests"]:
             assert r["output_text"] == want and r["completion_tokens"] == M
+
+
+@pytest.mark.parametrize("value", ["0", "-1", "inf", "nan", "soon"])
+def test_a_stall_timeout_that_is_no_duration_is_the_users_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], value: str
+) -> None:
+    with RawEngine() as eng:
+        code, err, p = run(eng, tmp_path, capsys, "--stall-timeout", value)
+        assert eng.chats == 0  # refused before any request
+    assert code == 2 and "--stall-timeout" in err and p is None
