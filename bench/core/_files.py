@@ -199,6 +199,15 @@ def ensure_writable_file(path: Path, where: str) -> Path:
     return path
 
 
+def links_inside(root: Path) -> list[Path]:
+    """Every symbolic link under ``root`` (not followed), sorted: a run folder holds none, so
+    one found there points a read or a write somewhere else."""
+    found: list[Path] = []
+    for here, dirs, files in os.walk(root, followlinks=False):
+        found += [Path(here) / n for n in (*dirs, *files) if os.path.islink(Path(here) / n)]
+    return sorted(found)
+
+
 def _within(inner: Path, outer: Path) -> bool:
     inner, outer = inner.resolve(), outer.resolve()
     return inner == outer or outer in inner.parents

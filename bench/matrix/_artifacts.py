@@ -22,7 +22,7 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
-from bench.core import InputError, read_text, sha256_file, write_text
+from bench.core import InputError, links_inside, read_text, sha256_file, write_text
 from bench.schema import (
     LOCK_FILE,
     STATUS_FILE,
@@ -79,13 +79,13 @@ class Artifacts:
         if not self.root.exists():
             return
         if self.lock.is_file():
-            for sub in ("payloads", "logs", "upstream"):
-                if (self.root / sub).is_symlink():
-                    raise InputError(
-                        "--out",
-                        f"{self.root / sub} is a symbolic link: a run's folders are its own, "
-                        "specbench does not write through links",
-                    )
+            links = links_inside(self.root)
+            if links:
+                raise InputError(
+                    "--out",
+                    f"{links[0]} is a symbolic link: a run folder holds its own files, and "
+                    "specbench neither writes through a link nor reads one into a run",
+                )
             return
         others = sorted(p.name for p in self.root.iterdir())
         if others:

@@ -18,6 +18,7 @@ from bench.core import (
     InputError,
     check_new_output,
     check_output_file,
+    links_inside,
     made_dirs,
     read_text,
     remove_file,
@@ -111,6 +112,12 @@ def publish(artifacts_dir: Path, out_dir: Path, tarball: bool = False) -> Path:
     ]
     if bad:
         raise InputError(str(artifacts_dir), f"refusing to publish: {', '.join(bad)} failed checks")
+    links = links_inside(artifacts_dir)
+    if links:
+        # copied as it stands, a link would publish whatever it points at
+        raise InputError(
+            str(links[0]), "refusing to publish: a symbolic link in the run folder (copy the file)"
+        )
     # every output checked before the first write: a new or empty folder apart from the run,
     # and a tarball path that is free
     check_new_output(out_dir, "--out", inputs=[artifacts_dir])

@@ -125,6 +125,43 @@ def test_matrix_refuses_a_folder_of_other_files_before_writing(tmp_path: Path) -
     assert _tree(out) == ["thesis.tex"]  # no lock, no SHA256SUMS vouching for the thesis
 
 
+def test_resume_refuses_a_run_folder_holding_a_link(tmp_path: Path) -> None:
+    """A link planted in a run folder (a log pointing at another file) is neither read into
+    the run nor written through on --resume."""
+    from report_factory import HARDWARE
+
+    from bench.core import RunError
+
+    class FailingServers:
+        def start(self, spec: object, log_path: Path) -> object:
+            raise RunError("no server here")
+
+    exp = load_experiment(EXPERIMENTS_DIR / "tiny-vllm-cpu.yaml")
+    opts = MatrixOptions(out=tmp_path / "out", launcher="process", show_progress=False)
+    run_matrix(exp, opts, launcher=FailingServers(), hardware=HARDWARE)  # type: ignore[arg-type]
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious")
+    name = exp.configurations[0].name
+    (opts.out / "logs").mkdir(exist_ok=True)
+    (opts.out / "logs" / f"{name}.log").symlink_to(victim)
+    resume = opts.model_copy(update={"resume": True})
+    with pytest.raises(InputError, match="is a symbolic link") as caught:
+        run_matrix(exp, resume, launcher=FailingServers(), hardware=HARDWARE)  # type: ignore[arg-type]
+    assert caught.value.where == "--out"
+    assert victim.read_text() == "precious"
+
+
+def test_publish_refuses_a_link_in_the_run(
+    run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    secret = tmp_path / "secret.txt"
+    secret.write_text("not for publication")
+    (run / "logs" / "notes.log").symlink_to(secret)
+    code, err = _cli(capsys, "publish", str(run), "--out", str(tmp_path / "b"))
+    assert code == 2 and "notes.log: refusing to publish: a symbolic link" in err
+    assert not (tmp_path / "b").exists()
+
+
 # -- pins record -----------------------------------------------------------------------------
 
 
