@@ -347,6 +347,7 @@ def run_configuration(ctx: RunContext, cfg: Configuration, outcome: Outcome) -> 
                 iterations=iterations,
                 tokenizer=tokenizer,
                 request_timeout_s=exp.workload.request_timeout_s,
+                stall_timeout_s=exp.workload.stall_timeout_s,
                 simulated=opts.emulated,
                 run_id=run_id,
                 config_name=cfg.name,

@@ -179,6 +179,11 @@ class WorkloadSpec(StrictModel):
     iterations: int = Field(ge=1)
     concurrency: list[int] = Field(min_length=1)
     request_timeout_s: TimeoutSeconds = 600.0
+    stall_timeout_s: TimeoutSeconds = Field(
+        default=120.0,
+        description="seconds without a byte, once a stream has begun, before the request counts "
+        "as stalled (the wait for the first event is bounded by request_timeout_s)",
+    )
     prompt_seed: int | None = Field(
         default=None,
         ge=0,

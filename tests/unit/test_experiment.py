@@ -138,3 +138,16 @@ def test_plan_cli_prints_every_configuration() -> None:
     for name in exp.names():
         assert f"## {name} " in result.output
     assert "docker run" in result.output
+
+
+def test_the_workloads_stall_timeout(tmp_path: Path) -> None:
+    # seconds without a byte once a stream has begun (issue 38): 120 unless the file says
+    assert load_experiment(SEED).workload.stall_timeout_s == 120.0
+    data = seed_data()
+    data["workload"]["stall_timeout_s"] = 30
+    assert load_experiment(write(tmp_path, data)).workload.stall_timeout_s == 30.0
+    for bad in (0, -5, float("inf")):
+        data["workload"]["stall_timeout_s"] = bad
+        with pytest.raises(InputError) as info:
+            load_experiment(write(tmp_path, data))
+        assert "workload.stall_timeout_s" in info.value.where
