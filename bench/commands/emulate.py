@@ -37,7 +37,8 @@ def register(app: typer.Typer) -> None:
             ),
         ] = None,
         exit_code: Annotated[
-            int | None, typer.Option(help="Exit code of crash_at_start / exit_mid_run.")
+            int | None,
+            typer.Option(help="Exit code of crash_at_start / exit_mid_run.", min=0, max=255),
         ] = None,
         served_model: Annotated[
             str | None, typer.Option(help="Model name served at /v1/models.")

@@ -115,7 +115,7 @@ def probe_bandwidth_cmd(
     out: Annotated[Path | None, typer.Option("--out", help="JSON result")] = None,
     size_mib: Annotated[int, typer.Option("--size-mib", min=1)] = 2048,
     iterations: Annotated[int, typer.Option("--iterations", min=1)] = 20,
-    device: Annotated[int | None, typer.Option("--device", help="one GPU index")] = None,
+    device: Annotated[int | None, typer.Option("--device", help="one GPU index", min=0)] = None,
 ) -> None:
     """Device-to-device copy bandwidth through torch (needs torch and a CUDA GPU)."""
 

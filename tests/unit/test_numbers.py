@@ -279,3 +279,30 @@ def test_an_emulator_profile_refuses_infinite_durations() -> None:
         with pytest.raises(ValidationError) as info:
             Profile.model_validate({**base, key: value})
         assert info.value.errors()[0]["loc"] == (key,)
+
+
+@pytest.mark.parametrize(
+    ("argv", "flag"),
+    [
+        # a negative GPU index reached torch; an exit code past 255 is another code mod 256
+        (["probe", "bandwidth", "--device", "-1"], "--device"),
+        (["emulate", "vllm", "--port", "1", "--exit-code", "300"], "--exit-code"),
+        (["emulate", "vllm", "--port", "1", "--exit-code", "-1"], "--exit-code"),
+    ],
+)
+def test_integer_options_out_of_range_are_named(
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    argv: list[str],
+    flag: str,
+) -> None:
+    import bench.commands.emulate as emulate_cmd
+    import bench.commands.hardware as hardware_cmd
+
+    def reached(*_: object, **__: object) -> None:
+        raise AssertionError("the command ran with a bad option")
+
+    monkeypatch.setattr(hardware_cmd, "probe_bandwidth", reached)
+    monkeypatch.setattr(emulate_cmd, "run_process", reached)
+    code, text = cli(capsys, *argv)
+    assert code == 2 and f"Invalid value for '{flag}'" in text, text
