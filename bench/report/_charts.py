@@ -231,6 +231,24 @@ def _current(spec: ChartSpec, out_dir: Path, manifest: dict[str, Any]) -> bool:
     )
 
 
+def _drawn_here(out_dir: Path, name: str, manifest: dict[str, Any]) -> bool:
+    """Whether ``name`` in ``out_dir`` is a chart an earlier render drew (so a stale one may go):
+    its bytes are those the manifest recorded, or (charts of releases before the manifest) the
+    folder's REPORT.md links it. A file of the same name that the user put there stays."""
+    path = out_dir / name
+    if path.is_symlink() or not path.is_file():
+        return False
+    entry = manifest.get(name)
+    if isinstance(entry, dict) and "sha256" in entry:
+        return bool(entry["sha256"] == sha256_file(path))
+    report = out_dir / "REPORT.md"
+    return (
+        name in OLD_FILES
+        and report.is_file()
+        and f"({name})" in report.read_text(encoding="utf-8", errors="replace")
+    )
+
+
 def render_charts(
     out_dir: Path,
     single: Sequence[RunView],
@@ -247,7 +265,7 @@ def render_charts(
         draw(todo, out_dir)
     keep = {s.file for s in specs}
     for old in [*manifest, *OLD_FILES]:
-        if old not in keep and is_chart_name(old):
+        if old not in keep and is_chart_name(old) and _drawn_here(out_dir, old, manifest):
             remove_file(out_dir / old, root=out_dir)
     new = {s.file: {"spec": s.digest(), "sha256": sha256_file(out_dir / s.file)} for s in specs}
     write_text(out_dir / MANIFEST, json.dumps(new, indent=1, sort_keys=True) + "\n", root=out_dir)

@@ -114,3 +114,29 @@ def test_made_dirs_removes_what_it_made_on_failure(tmp_path: Path) -> None:
         write_text(made / "x.json", "{}")
         raise RuntimeError("failed later")
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_report_removes_only_the_stale_charts_it_drew(tmp_path: Path) -> None:
+    """Stale charts go (issue 42 class 1: only plain names inside --out); a file of a chart's
+    name that the user put in the folder, or that a hostile .charts.json lists, stays."""
+    import hashlib
+    import json
+
+    from bench.report._charts import MANIFEST, render_charts
+
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "thesis.png").write_bytes(b"the user's figure")
+    (out / "decode.png").write_bytes(b"the user's other figure")  # a pre-manifest chart name
+    ours = b"<svg>an earlier render</svg>"
+    (out / "old.svg").write_bytes(ours)
+    (out / MANIFEST).write_text(
+        json.dumps(
+            {
+                "thesis.png": {"sha256": "0" * 64},
+                "old.svg": {"sha256": hashlib.sha256(ours).hexdigest()},
+            }
+        )
+    )
+    render_charts(out, [], [], simulated=False)
+    assert sorted(p.name for p in out.iterdir()) == [MANIFEST, "decode.png", "thesis.png"]
