@@ -152,3 +152,32 @@ def test_disk_full_stops_the_run_cleanly_and_resume_finishes_it(
     assert arts.payload(FIRST, 1).read_bytes() == kept  # kept, not measured again
     assert read_payload(arts.payload(SECOND, 1)).evidence.validity.valid
     assert arts.check_sums() == []
+
+
+def test_a_report_on_a_full_disk_keeps_the_earlier_one(
+    tmp_path: Path, disk: Disk, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from report_factory import seed_matrix, write_artifacts
+
+    run = write_artifacts(tmp_path / "run", seed_matrix(sweep=False))
+    out = disk.root / "report"
+
+    def report() -> tuple[int, str]:
+        try:
+            main(["report", str(run), "--out", str(out)])
+            code = 0
+        except SystemExit as done:
+            code = int(done.code or 0)
+        return code, capsys.readouterr().err
+
+    code, err = report()
+    assert code == 0, err
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+    disk.fill()
+    code, err = report()
+    assert code == 1 and "cannot write: No space left on device" in err, err
+    assert "Traceback" not in err and "internal error" not in err
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before  # whole, no temporary
+    disk.free()
+    code, err = report()
+    assert code == 0, err
