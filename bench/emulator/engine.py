@@ -181,6 +181,11 @@ class EmulatedEngine:
         # vLLM --cudagraph-metrics: decode steps per batch size in the stats interval
         self._iv_graph_steps: dict[int, int] = {}
 
+    def restart_counters(self) -> None:
+        """Every counter from zero, as in a freshly started engine (failure mode
+        engine_restart): a scrape after this one reads them lower than before."""
+        self.counters = Counters(accepted_per_pos=[0] * self.k)
+
     # ---------------------------------------------------------------- requests
     def new_id(self) -> str:
         hex32 = f"{self._id_rng.getrandbits(128):032x}"

@@ -39,6 +39,9 @@ class FailMode(StrEnum):
     DISCONNECT = "disconnect"  # stream cut after failures.after_tokens tokens
     MALFORMED_CHUNK = "malformed_chunk"  # one truncated JSON event after after_tokens
     HTTP_5XX = "http_5xx"  # every failures.every_n_requests-th request gets a 500
+    HTTP_429 = "http_429"  # every failures.every_n_requests-th request: 429, Retry-After: 0
+    METRICS_GARBAGE = "metrics_garbage"  # every failures.every_n_scrapes-th /metrics: an HTML page
+    ENGINE_RESTART = "engine_restart"  # counters start again from zero at scrape every_n_scrapes
     MISSING_USAGE = "missing_usage"  # no usage event although include_usage was asked
     EARLY_EOS = "early_eos"  # stops with "stop" at early_eos_fraction of max_tokens
     PROMPT_DRIFT = "prompt_drift"  # usage.prompt_tokens off by prompt_drift
@@ -54,6 +57,9 @@ class FailureSettings(_Strict):
     exit_code: int = Field(default=1, ge=1, le=255)
     after_tokens: int = Field(default=64, ge=1)
     every_n_requests: int = Field(default=1, ge=1)
+    #: /metrics scrapes: the measurement scrapes before and after each measured iteration, so
+    #: an even number falls on an "after" (a restart inside a measured window)
+    every_n_scrapes: int = Field(default=2, ge=1)
     early_eos_fraction: float = Field(default=0.5, gt=0.0, lt=1.0)
     prompt_drift: int = 3
 

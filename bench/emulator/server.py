@@ -65,6 +65,7 @@ class EmulatorServer:
         self._tasks: list[asyncio.Task[None]] = []
         self._live: set[asyncio.BaseTransport] = set()
         self.ready = asyncio.Event()
+        self.scrapes = 0  # GET /metrics answered (failure modes metrics_garbage, engine_restart)
 
     @property
     def port(self) -> int:
@@ -349,6 +350,14 @@ class EmulatorServer:
         )
 
     async def metrics(self, request: web.Request) -> web.Response:
+        p = self.profile
+        self.scrapes += 1
+        nth = self.scrapes % p.failures.every_n_scrapes == 0
+        if p.has(FailMode.METRICS_GARBAGE) and nth:
+            page = "<html><body><h1>502 Bad Gateway</h1>SIMULATED (metrics_garbage)</body></html>"
+            return web.Response(text=page, content_type="text/html")
+        if p.has(FailMode.ENGINE_RESTART) and self.scrapes == p.failures.every_n_scrapes:
+            self.engine.restart_counters()  # a restarted engine's counters start from zero
         return web.Response(
             body=metrics.render(self.engine).encode(),
             headers={"Content-Type": metrics.CONTENT_TYPE},
@@ -407,6 +416,12 @@ class EmulatorServer:
             return web.json_response(formats.vllm_model_not_found(model), status=404)
         engine = self.engine
         engine.requests_seen += 1
+        if p.has(FailMode.HTTP_429) and engine.requests_seen % p.failures.every_n_requests == 0:
+            limited = self._error(
+                "SIMULATED rate limit (emulator failure mode http_429)", "RateLimitError", 429
+            )
+            limited.headers["Retry-After"] = "0"
+            return limited
         if p.has(FailMode.HTTP_5XX) and engine.requests_seen % p.failures.every_n_requests == 0:
             return self._error(
                 "SIMULATED internal error (emulator failure mode http_5xx)",
