@@ -26,6 +26,7 @@ import shutil
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
+from typing import BinaryIO
 
 from bench.core._errors import InputError, SpecbenchError
 
@@ -130,6 +131,21 @@ def write_bytes(path: Path, data: bytes, *, root: Path | None = None) -> None:
 
 def write_text(path: Path, text: str, *, root: Path | None = None) -> None:
     write_bytes(path, text.encode("utf-8"), root=root)
+
+
+def open_stream(path: Path) -> BinaryIO:
+    """``path`` opened for a stream another process writes live (a server's log): created or
+    emptied, never through a link in its place (the one thing a live file cannot be: atomic)."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC
+        return os.fdopen(os.open(path, flags, 0o666), "wb")
+    except OSError as err:
+        if err.errno == errno.ELOOP:
+            raise InputError(
+                str(path), "is a symbolic link: specbench does not write through links"
+            ) from None
+        raise WriteError(path, err) from None
 
 
 def remove_file(path: Path, *, root: Path | None = None) -> bool:

@@ -25,7 +25,7 @@ from typing import Any, Protocol
 
 import httpx
 
-from bench.core import RunError
+from bench.core import RunError, open_stream
 from bench.engines import LABEL_MANAGED, TOKEN_ENV, ContainerSpec
 
 TAIL_LINES = 40
@@ -175,8 +175,7 @@ class ProcessLauncher:
         env = {
             k: v for k, v in os.environ.items() if k not in (TOKEN_ENV, "HUGGING_FACE_HUB_TOKEN")
         }
-        log_path.parent.mkdir(parents=True, exist_ok=True)
-        with log_path.open("wb") as fh:
+        with open_stream(log_path) as fh:
             proc = subprocess.Popen(
                 argv,
                 stdout=fh,

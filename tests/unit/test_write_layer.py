@@ -140,3 +140,16 @@ def test_a_report_removes_only_the_stale_charts_it_drew(tmp_path: Path) -> None:
     )
     render_charts(out, [], [], simulated=False)
     assert sorted(p.name for p in out.iterdir()) == [MANIFEST, "decode.png", "thesis.png"]
+
+
+def test_a_live_log_is_never_opened_through_a_link(tmp_path: Path) -> None:
+    from bench.core import open_stream
+
+    out, victim = _outside(tmp_path)
+    (out / "server.log").symlink_to(victim / "mine.json")
+    with pytest.raises(InputError, match="symbolic link"):
+        open_stream(out / "server.log")
+    assert (victim / "mine.json").read_text() == "precious"
+    with open_stream(out / "logs" / "new.log") as fh:
+        fh.write(b"line\n")
+    assert (out / "logs" / "new.log").read_bytes() == b"line\n"
