@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from bench.core import check_not_inside
+from bench.core import InputError, check_not_inside
 from bench.report import publish as do_publish
 from bench.report import render_comparison, render_report
 from bench.report import verify_bundle as do_verify
@@ -30,6 +30,12 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Render REPORT.md and its charts from artifacts alone (no GPU needed)."""
 
+        if out is not None:
+            # the report goes below or beside the run (default DIR/report), never into the
+            # run folder itself or the reference: files its SHA256SUMS does not vouch for
+            for src in (artifacts_dir, *([reference] if reference else [])):
+                if out.resolve() == src.resolve():
+                    raise InputError("--out", f"{out} is the input {src}: give another folder")
         typer.echo(str(render_report(artifacts_dir, out, reference)))
 
     @app.command("compare")

@@ -263,7 +263,16 @@ def make_tiny_models(
             planned |= _write_gptq_mtp35(
                 out_dir, spec, gptq, (vocab_size, embedding, head), mtp35_texts
             )
-        # every model is made and every option checked: only now is anything written
+        # every model is made and every option checked: only now is anything written, and a
+        # folder of a model's name is replaced only when it is a tiny model this command wrote
+        for p in planned.values():
+            marker = p.folder / "specbench-tiny-model.json"
+            if p.folder.is_symlink() or (p.folder.exists() and not marker.is_file()):
+                raise InputError(
+                    str(p.folder),
+                    "exists and is not a model `specbench tiny-model` wrote (no "
+                    f"{marker.name}): it would be replaced; give another folder",
+                )
         ensure_dir(out_dir, "out")
         made = {key: _commit(p) for key, p in planned.items()}
     except OSError as err:

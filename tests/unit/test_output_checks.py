@@ -249,3 +249,22 @@ def test_demo_never_deletes_a_folder_it_did_not_write(
     code, err = _cli(capsys, "demo", "--out", str(tmp_path), "--no-progress")
     assert code == 2 and f"--out: {tmp_path} holds files that are not an earlier demo's" in err
     assert _tree(tmp_path) == ["artifacts", "artifacts/precious.csv"]
+
+
+def test_tiny_model_never_replaces_a_folder_it_did_not_write(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "draft").mkdir()
+    (tmp_path / "draft" / "weights.bin").write_bytes(b"someone's model")
+    code, err = _cli(capsys, "tiny-model", str(tmp_path))
+    assert code == 2 and f"{tmp_path / 'draft'}: exists and is not a model" in err
+    assert _tree(tmp_path) == ["draft", "draft/weights.bin"]  # refused before any model
+
+
+def test_report_is_not_written_into_the_run_folder_itself(
+    run: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    before = _tree(run)
+    code, err = _cli(capsys, "report", str(run), "--out", str(run))
+    assert code == 2 and f"--out: {run} is the input {run}" in err
+    assert _tree(run) == before
