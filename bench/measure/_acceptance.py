@@ -161,7 +161,7 @@ def read_metrics(text: str, wanted: Iterable[str], model: str | None = None) -> 
         samples += 1
         if name not in want:
             continue
-        if not math.isfinite(value):
+        if not math.isfinite(value) or value < 0:  # counters and these gauges are never < 0
             bad.append(line.strip()[:120])
             continue
         parsed = _labels(labels)
@@ -173,14 +173,23 @@ def read_metrics(text: str, wanted: Iterable[str], model: str | None = None) -> 
             own = True
         key = name
         if name == VLLM_PER_POS:
-            key = f'{name}{{position="{parsed.get("position", "?")}"}}'
+            position = parsed.get("position", "?")
+            if position != "?" and not position.isdigit():
+                bad.append(line.strip()[:120])  # a position that is not a draft position
+                continue
+            key = f'{name}{{position="{position}"}}'
         out[key] = out.get(key, 0.0) + value
+    overflowed = sorted(k for k, v in out.items() if not math.isfinite(v))
+    for k in overflowed:  # finite label sets whose sum is past a float's range
+        del out[k]
+        bad.append(f"{k}: the sum of its label sets overflows")
     problem = None
     if content and not samples:
         first = next(ln for ln in text.splitlines() if ln.strip() and ln[0] != "#")
         problem = f"not Prometheus text ({content} line(s), none a sample; first: {first[:80]!r})"
     elif bad:
-        problem = f"{len(bad)} counter line(s) without a finite number (first: {bad[0]!r})"
+        problem = f"{len(bad)} counter line(s) unusable: no finite non-negative number, a "
+        problem += f"position that is not an integer, or an overflowing sum (first: {bad[0]!r})"
     series = (
         f'model_name="{model}"'
         if own
@@ -240,7 +249,8 @@ def delta(
             return None
         drafts, draft_tokens, accepted = d(VLLM_DRAFTS), d(VLLM_DRAFT_TOKENS), d(VLLM_ACCEPTED)
         positions = sorted(
-            (k for k in a if k.startswith(VLLM_PER_POS)), key=lambda k: int(_pos_of(k))
+            (k for k in a if k.startswith(VLLM_PER_POS) and _pos_of(k).isdigit()),
+            key=lambda k: int(_pos_of(k)),
         )
         per_pos = [round(d(k)) for k in positions]
         source = "vllm /metrics spec_decode counters"

@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import math
 from datetime import UTC, datetime, timedelta
 from email.utils import format_datetime
 from pathlib import Path
@@ -18,6 +19,7 @@ from bench.schema import MetricSnapshot
 
 DRAFTS = "vllm:spec_decode_num_drafts_total"
 ACCEPTED = "vllm:spec_decode_num_accepted_tokens_total"
+PER_POS = "vllm:spec_decode_num_accepted_tokens_per_pos_total"
 
 
 def page(model: str, drafts: float, accepted: float) -> str:
@@ -49,13 +51,17 @@ def test_only_the_served_models_series_is_read_and_named() -> None:
         ("<html><body>502 Bad Gateway</body></html>\n", "not Prometheus text"),
         ("Internal Server Error\n", "not Prometheus text"),
         ('{"error": "metrics disabled"}\n', "not Prometheus text"),
-        (f'{DRAFTS}{{model_name="m"}} NaN\n', "without a finite number"),
-        (f'vllm:num_requests_running 1\n{DRAFTS}{{model_name="m"}} twelve\n', "finite number"),
+        (f'{DRAFTS}{{model_name="m"}} NaN\n', "unusable"),
+        (f'vllm:num_requests_running 1\n{DRAFTS}{{model_name="m"}} -3\n', "unusable"),
+        (f'{DRAFTS} 1\n{PER_POS}{{model_name="m",position="x"}} 3\n', "not an integer"),
+        (f"{DRAFTS} 1e308\n{DRAFTS} 1e308\n", f"{DRAFTS}: the sum of its label sets overflows"),
+        (f'vllm:num_requests_running 1\n{DRAFTS}{{model_name="m"}} twelve\n', "unusable"),
     ],
 )
 def test_garbage_is_a_problem_not_no_counters(body: str, needle: str) -> None:
     got = read_metrics(body, METRICS["vllm"], "m")
     assert got.problem is not None and needle in got.problem
+    assert all(math.isfinite(v) and v >= 0 for v in got.values.values())
     # an engine page without speculative counters is not garbage
     ok = read_metrics("# HELP x\nvllm:num_requests_running 1\n\n", METRICS["vllm"], "m")
     assert ok.problem is None and ok.values == {}
