@@ -226,7 +226,7 @@ def test_a_usage_count_past_a_floats_range_is_no_crash() -> None:
 
 # -- /metrics bodies -----------------------------------------------------------------------------
 
-# values up to 1e12: no sum of a few overflows (an overflowing sum is the xfail below)
+# values up to 1e12: no sum of a few overflows (an overflowing sum is a case below)
 METRIC_VALUES = st.one_of(
     st.integers(0, 10**6).map(str),
     st.floats(min_value=0, max_value=1e12).map(repr),
