@@ -13,6 +13,7 @@ from pydantic import ValidationError
 from bench.commands._params import number
 from bench.core import (
     EMULATOR_IMAGE,
+    MAX_ITERATIONS,
     TIME_SCALE,
     TIMEOUT_S,
     InputError,
@@ -68,9 +69,13 @@ def matrix(
         float | None, typer.Option(help="seconds to wait for ready", parser=number(TIMEOUT_S))
     ] = None,
     iterations: Annotated[
-        int | None, typer.Option(help="override (labelled deviation)", min=1)
+        int | None,
+        typer.Option(help="override (labelled deviation)", min=1, max=MAX_ITERATIONS),
     ] = None,
-    warmup: Annotated[int | None, typer.Option(help="override (labelled deviation)", min=0)] = None,
+    warmup: Annotated[
+        int | None,
+        typer.Option(help="override (labelled deviation)", min=0, max=MAX_ITERATIONS),
+    ] = None,
     progress: Annotated[bool, typer.Option(help="show the progress bar")] = True,
     pins_host: Annotated[
         str | None,

@@ -15,6 +15,9 @@ from pydantic import ValidationError
 
 from bench.commands._params import number
 from bench.core import (
+    MAX_CONCURRENCY,
+    MAX_ITERATIONS,
+    MAX_TOKENS,
     MEMORY_FRACTION,
     NON_NEGATIVE,
     TIMEOUT_S,
@@ -62,8 +65,10 @@ def run(
     served_model: Annotated[str, typer.Option(help="model name the server serves")],
     quantization: Annotated[str, typer.Option(help="label, e.g. GPTQ-4bit")],
     hardware: Annotated[Path, typer.Option(help="hardware.json (lmx shape)")],
-    prompt_tokens: Annotated[int, typer.Option(help="prompt length P, server-counted")],
-    max_tokens: Annotated[int, typer.Option(help="output tokens M per request")],
+    prompt_tokens: Annotated[
+        int, typer.Option(help="prompt length P, server-counted", max=MAX_TOKENS)
+    ],
+    max_tokens: Annotated[int, typer.Option(help="output tokens M per request", max=MAX_TOKENS)],
     out: Annotated[Path, typer.Option(help="payload file to write")],
     mode: Annotated[Mode, typer.Option(help="only 'remote': the server already runs")] = (
         Mode.remote
@@ -73,9 +78,11 @@ def run(
     ] = "none",
     spec_num_tokens: Annotated[int | None, typer.Option(help="speculative tokens")] = None,
     spec_draft_model: Annotated[str | None, typer.Option(help="draft model id")] = None,
-    concurrency: Annotated[int, typer.Option(help="streams per iteration")] = 1,
-    warmup: Annotated[int, typer.Option(help="warmup iterations")] = 2,
-    iterations: Annotated[int, typer.Option(help="measured iterations")] = 5,
+    concurrency: Annotated[
+        int, typer.Option(help="streams per iteration", max=MAX_CONCURRENCY)
+    ] = 1,
+    warmup: Annotated[int, typer.Option(help="warmup iterations", max=MAX_ITERATIONS)] = 2,
+    iterations: Annotated[int, typer.Option(help="measured iterations", max=MAX_ITERATIONS)] = 5,
     temperature: Annotated[
         float, typer.Option(help="sampling temperature", parser=number(NON_NEGATIVE))
     ] = 0.0,

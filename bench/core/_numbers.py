@@ -86,6 +86,14 @@ SAMPLE_SECONDS: Final = Range(lo=0.1, hi=24 * 3600)
 #: --interval of telemetry-sample: 10 ms to a minute
 SAMPLE_INTERVAL_S: Final = Range(lo=0.01, hi=60)
 
+#: tokens of one prompt or one answer: 16 Mi, past any model's context (a larger count is a
+#: typo that would build a prompt of gigabytes before the first request)
+MAX_TOKENS: Final = 2**24
+#: requests in flight at once
+MAX_CONCURRENCY: Final = 4096
+#: warmup or measured iterations of one concurrency level
+MAX_ITERATIONS: Final = 100_000
+
 FiniteFloat = Annotated[float, FINITE.field()]
 NonNegativeFloat = Annotated[float, NON_NEGATIVE.field()]
 PositiveFloat = Annotated[float, POSITIVE.field()]
@@ -95,3 +103,8 @@ TimeScale = Annotated[float, TIME_SCALE.field()]
 TimeoutSeconds = Annotated[float, TIMEOUT_S.field()]
 NonNegativeInt = Annotated[int, Field(ge=0)]
 PositiveInt = Annotated[int, Field(ge=1)]
+PromptTokens = Annotated[int, Field(ge=1, le=MAX_TOKENS)]
+OutputTokens = Annotated[int, Field(ge=2, le=MAX_TOKENS)]
+Concurrency = Annotated[int, Field(ge=1, le=MAX_CONCURRENCY)]
+WarmupCount = Annotated[int, Field(ge=0, le=MAX_ITERATIONS)]
+IterationCount = Annotated[int, Field(ge=1, le=MAX_ITERATIONS)]

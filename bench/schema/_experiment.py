@@ -16,12 +16,17 @@ from pydantic import Field, ValidationError, field_validator, model_validator
 
 from bench.core import (
     DRAFT_CHECKPOINT_METHODS,
+    MAX_CONCURRENCY,
     EngineName,
     InputError,
+    IterationCount,
     MemoryFraction,
+    OutputTokens,
+    PromptTokens,
     SpecMethod,
     StrictModel,
     TimeoutSeconds,
+    WarmupCount,
     canonical_spec_method,
     describe_validation_error,
     parse_yaml,
@@ -173,10 +178,10 @@ class ModelPin(StrictModel):
 class WorkloadSpec(StrictModel):
     """The matched request workload; the seed's lmx speed-test settings."""
 
-    prompt_tokens: int = Field(ge=1)
-    max_tokens: int = Field(ge=2)
-    warmup: int = Field(ge=0)
-    iterations: int = Field(ge=1)
+    prompt_tokens: PromptTokens
+    max_tokens: OutputTokens
+    warmup: WarmupCount
+    iterations: IterationCount
     concurrency: list[int] = Field(min_length=1)
     request_timeout_s: TimeoutSeconds = 600.0
     stall_timeout_s: TimeoutSeconds = Field(
@@ -207,6 +212,8 @@ class WorkloadSpec(StrictModel):
 def _check_levels(v: list[int]) -> list[int]:
     if any(c < 1 for c in v):
         raise ValueError("every concurrency level must be >= 1")
+    if any(c > MAX_CONCURRENCY for c in v):
+        raise ValueError(f"every concurrency level must be <= {MAX_CONCURRENCY}")
     if len(set(v)) != len(v):
         raise ValueError("concurrency levels must be unique")
     return sorted(v)

@@ -8,19 +8,25 @@ lives under ``evidence``. ``PAYLOAD_SCHEMA`` changes whenever a field changes me
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Final, Literal
+from typing import Annotated, Any, Final, Literal
 
 from pydantic import Field, ValidationError, field_validator, model_validator
 
 from bench.core import (
+    MAX_TOKENS,
+    Concurrency,
     EngineName,
     InputError,
+    IterationCount,
     MutableModel,
     NonNegativeFloat,
     NonNegativeInt,
+    OutputTokens,
+    PromptTokens,
     SpecMethod,
     StrictModel,
     Summary,
+    WarmupCount,
     canonical_spec_method,
     read_json,
     read_json_model,
@@ -54,7 +60,7 @@ class EngineFlags(StrictModel):
     specAcceptanceRate: float | None = Field(default=None, ge=0, le=1)
     specMeanAcceptedLength: float | None = Field(default=None, ge=0)
     tensorParallel: int = Field(ge=1)
-    concurrency: int = Field(ge=1)
+    concurrency: Concurrency
     temperature: float = Field(ge=0)
     prefixCaching: bool | None = None
     gpuMemUtil: float | None = Field(default=None, gt=0, le=1)
@@ -217,11 +223,11 @@ class Validity(StrictModel):
 
 
 class Workload(StrictModel):
-    prompt_tokens: int = Field(ge=1)
-    max_tokens: int = Field(ge=2)
-    concurrency: int = Field(ge=1)
-    warmup: int = Field(ge=0)
-    iterations: int = Field(ge=1)
+    prompt_tokens: PromptTokens
+    max_tokens: OutputTokens
+    concurrency: Concurrency
+    warmup: WarmupCount
+    iterations: IterationCount
     temperature: NonNegativeFloat = 0.0
     ignore_eos: bool = True
     tokenizer: str | None = Field(default=None, description="tokenizer used to size prompts")
@@ -441,8 +447,8 @@ class Payload(StrictModel):
     tokSOut: float = Field(ge=0)
     ttftMs: float = Field(ge=0)
     tokSTotal: NonNegativeFloat | None = None
-    promptTokens: int = Field(ge=1)
-    outputTokens: int = Field(ge=1)
+    promptTokens: PromptTokens
+    outputTokens: Annotated[int, Field(ge=1, le=MAX_TOKENS)]
     samples: list[NonNegativeFloat]
     sampleStats: SampleStats
     promptSha256: str

@@ -306,3 +306,53 @@ def test_integer_options_out_of_range_are_named(
     monkeypatch.setattr(emulate_cmd, "run_process", reached)
     code, text = cli(capsys, *argv)
     assert code == 2 and f"Invalid value for '{flag}'" in text, text
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "reason"),
+    [
+        # a typo of a few digits: a prompt of gigabytes built after the run folder was written
+        ("prompt_tokens", 10**9, "less than or equal to 16777216"),
+        ("max_tokens", 10**12, "less than or equal to 16777216"),
+        ("iterations", 10**7, "less than or equal to 100000"),
+        ("concurrency", [1, 10**6], "every concurrency level must be <= 4096"),
+    ],
+)
+def test_absurd_workloads_are_refused_by_plan(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, key: str, value: object, reason: str
+) -> None:
+    data = _seed_with()
+    data["workload"][key] = value
+    exp = tmp_path / "exp.yaml"
+    exp.write_text(yaml.safe_dump(data))
+    code, text = cli(capsys, "plan", str(exp))
+    assert code == 2
+    assert f"{exp}: workload.{key}" in text and reason in text
+
+
+@pytest.mark.parametrize(
+    ("option", "value"),
+    [
+        ("--concurrency", "100000"),
+        ("--prompt-tokens", "1000000000"),
+        ("--iterations", "1000000000"),
+    ],
+)
+def test_absurd_run_options_are_named(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, option: str, value: str
+) -> None:
+    code, text = cli(
+        capsys, "run", "vllm", "--base-url", "http://127.0.0.1:9",
+        "--hf-id", "Qwen/X", "--served-model", "x", "--quantization", "q",
+        "--hardware", str(HARDWARE), "--prompt-tokens", "16", "--max-tokens", "8",
+        "--out", str(tmp_path / "p.json"), "--no-telemetry", option, value,
+    )  # fmt: skip
+    assert code == 2 and f"Invalid value for '{option}'" in text, text
+
+
+def test_a_payload_of_an_absurd_size_is_refused() -> None:
+    data = _payload()
+    data["promptTokens"] = 10**30
+    with pytest.raises(ValidationError) as info:
+        Payload.model_validate(data)
+    assert info.value.errors()[0]["loc"] == ("promptTokens",)
