@@ -111,7 +111,7 @@ CASES = [
     Case("report art --reference art --out r", 2, "art"),
     Case("publish missing --out b", 2, "missing"),
     Case("publish art --out afile/b", 2, "--out"),
-    Case("publish art --out afile", 2, "afile"),
+    Case("publish art --out afile", 2, "--out"),
     Case("verify-bundle missing", 2, "missing"),
     Case("verify-bundle afile", 2, "afile"),
     Case("verify-bundle adir", 1, "FAIL SHA256SUMS missing"),  # contract: exit 1, a problem
