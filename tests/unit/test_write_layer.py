@@ -10,6 +10,8 @@ import os
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from bench.core import (
     InputError,
@@ -153,3 +155,49 @@ def test_a_live_log_is_never_opened_through_a_link(tmp_path: Path) -> None:
     with open_stream(out / "logs" / "new.log") as fh:
         fh.write(b"line\n")
     assert (out / "logs" / "new.log").read_bytes() == b"line\n"
+
+
+_SEGMENT = st.sampled_from(["a", "b", "..", ".", "", "in", "out", "link_dir", "link_file", "x\x00"])
+
+
+@settings(derandomize=True, deadline=None, max_examples=150, database=None)
+@given(
+    segments=st.lists(_SEGMENT, min_size=1, max_size=5),
+    absolute=st.booleans(),
+    delete=st.booleans(),
+)
+def test_no_generated_path_writes_or_deletes_outside_the_output(
+    segments: list[str], absolute: bool, delete: bool
+) -> None:
+    """Whatever name a file (a manifest, a configuration name) makes up, with links planted in
+    the output: the write or delete lands inside it or is refused with exit 2 or 1, and
+    nothing outside changes."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        box = Path(tmp)
+        out, victim = _outside(box)
+        (out / "in").mkdir()
+        (out / "link_dir").symlink_to(victim)
+        (out / "link_file").symlink_to(victim / "mine.json")
+        rel = "/".join(segments)
+        path = Path("/" + rel) if absolute else out / rel
+
+        def outside() -> dict[str, bytes]:
+            return {
+                str(p): p.read_bytes()
+                for p in box.rglob("*")
+                if out not in p.parents and p.is_file() and not p.is_symlink()
+            }
+
+        before = outside()
+        existed = os.path.lexists("/" + rel)
+        try:
+            if delete:
+                remove_file(path, root=out)
+            else:
+                write_text(path, "written", root=out)
+        except (InputError, WriteError):
+            pass
+        assert outside() == before
+        assert os.path.lexists("/" + rel) == existed  # nothing made outside, absolute or not
