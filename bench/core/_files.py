@@ -241,8 +241,8 @@ def check_not_inside(out: Path, where: str, inputs: Iterable[Path]) -> None:
 
 def check_new_output(out: Path, where: str, inputs: Iterable[Path] = ()) -> None:
     """Before any write: ``out`` is a folder to create, or an empty one, apart from ``inputs``."""
-    if out.is_symlink() and not out.exists():
-        raise InputError(where, f"{out} is a dangling symbolic link")
+    if out.is_symlink():
+        raise InputError(where, f"{out} is a symbolic link: give the folder itself")
     if out.exists() and not out.is_dir():
         raise InputError(where, f"{out} exists and is a file, not a folder")
     if out.is_dir() and any(out.iterdir()):

@@ -108,6 +108,10 @@ def test_an_output_that_is_an_input_or_holds_files_is_refused_before_writing(
     (tmp_path / "file").write_text("x")
     with pytest.raises(InputError, match="is a file"):
         check_new_output(tmp_path / "file", "--out")
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "linked").symlink_to(tmp_path / "empty")
+    with pytest.raises(InputError, match="symbolic link"):
+        check_new_output(tmp_path / "linked", "--out")  # publish would rmdir it, then fail
     assert not (run / "bundle").exists()
 
 
