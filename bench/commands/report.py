@@ -30,6 +30,8 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Render REPORT.md and its charts from artifacts alone (no GPU needed)."""
 
+        if reference is not None and not reference.is_dir():
+            raise InputError("--reference", f"no such folder: {reference}")
         if out is not None:
             # the report goes below or beside the run (default DIR/report), never into the
             # run folder itself or the reference: files its SHA256SUMS does not vouch for

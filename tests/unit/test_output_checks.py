@@ -268,3 +268,10 @@ def test_report_is_not_written_into_the_run_folder_itself(
     code, err = _cli(capsys, "report", str(run), "--out", str(run))
     assert code == 2 and f"--out: {run} is the input {run}" in err
     assert _tree(run) == before
+
+
+def test_a_named_reference_must_exist(run: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    missing = run.parent / "typo"
+    code, err = _cli(capsys, "report", str(run), "--reference", str(missing))
+    assert code == 2 and f"--reference: no such folder: {missing}" in err
+    assert not (run / "report").exists()
