@@ -17,6 +17,7 @@ from bench.core import (
     SAMPLE_INTERVAL_S,
     SAMPLE_SECONDS,
     InputError,
+    check_output_file,
     describe_validation_error,
     ensure_writable_file,
     read_json_model,
@@ -38,6 +39,14 @@ from bench.machine import (
     summarize_sampler,
 )
 from bench.schema import Hardware
+
+
+def _check(**outputs: Path | None) -> None:
+    """Every output option checked before the command measures or writes anything (a folder
+    where the file goes, a folder that cannot be made): ``dump=Path`` is ``--dump``."""
+    for option, path in outputs.items():
+        if path is not None:
+            check_output_file(path, f"--{option.replace('_', '-')}")
 
 
 def _write(out: Path | None, text: str, where: str = "--out") -> None:
@@ -68,6 +77,7 @@ def hardware_cmd(
     ] = None,
 ) -> None:
     """Capture this machine's GPUs (NVML, nvidia-smi as fallback) as hardware.json."""
+    _check(out=out, dump=dump)
 
     if from_dump is not None:
         record = build_hardware(read_dump(from_dump))
@@ -94,6 +104,7 @@ def provenance_cmd(
     ] = None,
 ) -> None:
     """Record git SHA, versions, driver/CUDA, Docker and container toolkit as provenance.json."""
+    _check(out=out)
 
     if experiment is not None and not experiment.is_file():
         raise InputError(str(experiment), "experiment file not found")
@@ -118,6 +129,7 @@ def probe_bandwidth_cmd(
     device: Annotated[int | None, typer.Option("--device", help="one GPU index", min=0)] = None,
 ) -> None:
     """Device-to-device copy bandwidth through torch (needs torch and a CUDA GPU)."""
+    _check(out=out)
 
     result = probe_bandwidth(size_mib=size_mib, iterations=iterations, device=device)
     for d in result.devices:
@@ -131,6 +143,7 @@ def telemetry_sample_cmd(
     out: Annotated[Path | None, typer.Option("--out", help="raw recording (JSON)")] = None,
 ) -> None:
     """Debug: sample NVML telemetry for a while and print the window summary."""
+    _check(out=out)
 
     try:
         sampler = Sampler(interval_s=interval).start()

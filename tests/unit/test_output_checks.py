@@ -275,3 +275,21 @@ def test_a_named_reference_must_exist(run: Path, capsys: pytest.CaptureFixture[s
     code, err = _cli(capsys, "report", str(run), "--reference", str(missing))
     assert code == 2 and f"--reference: no such folder: {missing}" in err
     assert not (run / "report").exists()
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["probe", "bandwidth"],
+        ["telemetry-sample", "--seconds", "0.1"],
+        ["hardware", "--allow-no-gpu", "--dump", "{tmp}/dump.json"],
+    ],
+)
+def test_an_output_option_is_checked_before_anything_is_measured(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], argv: list[str]
+) -> None:
+    (tmp_path / "adir").mkdir()
+    args = [a.replace("{tmp}", str(tmp_path)) for a in argv]
+    code, err = _cli(capsys, *args, "--out", str(tmp_path / "adir"))
+    assert code == 2 and f"--out: {tmp_path / 'adir'} is a folder, not a file" in err
+    assert _tree(tmp_path) == ["adir"]
