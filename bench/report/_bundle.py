@@ -16,6 +16,7 @@ from pathlib import Path
 
 from bench.core import (
     InputError,
+    WriteError,
     check_new_output,
     check_output_file,
     links_inside,
@@ -131,7 +132,10 @@ def publish(artifacts_dir: Path, out_dir: Path, tarball: bool = False) -> Path:
         staging = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", dir=out_dir.parent))
         try:
             shutil.copytree(
-                artifacts_dir, staging / ARTIFACTS, ignore=shutil.ignore_patterns("report")
+                artifacts_dir,
+                staging / ARTIFACTS,
+                ignore=shutil.ignore_patterns("report"),
+                copy_function=_copy,
             )
             render_report(staging / ARTIFACTS, staging)
             _write_sums(staging)
@@ -146,6 +150,15 @@ def publish(artifacts_dir: Path, out_dir: Path, tarball: bool = False) -> Path:
                 remove_file(tar_path)
             raise
     return out_dir
+
+
+def _copy(src: str, dst: str) -> str:
+    """shutil.copy2 whose failure (a full disk) is a WriteError naming the file, not the
+    list of every failed copy that copytree gathers into an internal error."""
+    try:
+        return str(shutil.copy2(src, dst))
+    except OSError as err:
+        raise WriteError(dst, err) from None
 
 
 def tarball_path(out_dir: Path) -> Path:

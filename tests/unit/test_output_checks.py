@@ -293,3 +293,21 @@ def test_an_output_option_is_checked_before_anything_is_measured(
     code, err = _cli(capsys, *args, "--out", str(tmp_path / "adir"))
     assert code == 2 and f"--out: {tmp_path / 'adir'} is a folder, not a file" in err
     assert _tree(tmp_path) == ["adir"]
+
+
+def test_a_full_disk_while_the_run_is_copied_is_named_and_cleaned_up(
+    run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import shutil
+
+    real = shutil.copy2
+
+    def copy2(src: str, dst: str) -> object:
+        if src.endswith("hardware.json"):
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        return real(src, dst)
+
+    monkeypatch.setattr(shutil, "copy2", copy2)
+    code, err = _cli(capsys, "publish", str(run), "--out", str(tmp_path / "new" / "b"))
+    assert code == 1 and "hardware.json: cannot write: No space left on device" in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["run"]
