@@ -208,6 +208,7 @@ def _run_matrix(
             )
     arts = Artifacts(opts.out)
     arts.check_before_writing()
+    earlier: dict[str, ConfigurationStatus] = {}
     ensure_dir(opts.out, "--out")
     hold.enter_context(hold_folder(opts.out))
     run_id = opts.run_id or new_run_id()
@@ -227,6 +228,9 @@ def _run_matrix(
             )
         opts = check_resume(old, exp, opts)  # the warmup, iterations... it began with
         lock = old
+        if arts.status.is_file():
+            # configurations this call does not run (--only) keep what the earlier calls said
+            earlier = read_json_model(arts.status, RunStatus).configurations
     else:
         lock = _lock(exp, opts, run_id, pinned)
         arts.write_model(arts.lock, lock)
@@ -339,7 +343,12 @@ def _run_matrix(
         if ctx is not None:
             stop_prestarted(ctx)
         try:
-            arts.write_model(arts.status, _status(run_id, outcomes, opts.emulated))
+            arts.write_model(
+                arts.status,
+                _status(
+                    run_id, outcomes, opts.emulated, earlier, [c.name for c in exp.configurations]
+                ),
+            )
             arts.write_sums()
         except WriteError:
             # the disk is still full: the earlier status.json and SHA256SUMS stay whole, and the
@@ -367,20 +376,31 @@ def _default_telemetry(emulated: bool) -> TelemetryFactory:
     return open_sampler
 
 
-def _status(run_id: str, outcomes: list[Outcome], simulated: bool) -> RunStatus:
+def _status(
+    run_id: str,
+    outcomes: list[Outcome],
+    simulated: bool,
+    earlier: dict[str, ConfigurationStatus],
+    order: list[str],
+) -> RunStatus:
+    """status.json: this call's outcomes, and for every configuration it did not run (a resume
+    with --only) what the earlier calls recorded, in the experiment's order."""
+    now = {
+        o.name: ConfigurationStatus(
+            status=o.status,
+            valid=o.valid,
+            expected_invalid=o.expected_invalid,
+            payloads=[p.name for p in o.payloads],
+            reasons=o.reasons,
+        )
+        for o in outcomes
+    }
+    merged = {**earlier, **now}
+    rank = {name: i for i, name in enumerate(order)}
     return RunStatus(
         run_id=run_id,
         simulated=simulated,
         notes=[SIMULATED_BANNER] if simulated else [],
         written_at=utc_now(),
-        configurations={
-            o.name: ConfigurationStatus(
-                status=o.status,
-                valid=o.valid,
-                expected_invalid=o.expected_invalid,
-                payloads=[p.name for p in o.payloads],
-                reasons=o.reasons,
-            )
-            for o in outcomes
-        },
+        configurations=dict(sorted(merged.items(), key=lambda kv: rank.get(kv[0], len(rank)))),
     )

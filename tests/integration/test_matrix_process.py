@@ -238,3 +238,28 @@ def test_prestart_starts_every_emulator_first_and_keeps_each_log(tmp_path: Path)
         assert launch is not None, k
         port = launch.argv[launch.argv.index("--port") + 1]
         assert p.evidence.run.base_url.endswith(f":{port}"), (k, launch.argv)
+
+
+def test_a_resume_with_only_keeps_the_status_of_the_configurations_it_does_not_run(
+    tmp_path: Path,
+) -> None:
+    # Seen on the GPU (2026-12-06): the stock configuration ran first (--only), then the patched
+    # ones (--resume --only ...), and status.json then listed the patched ones alone: the stock
+    # run's failure and its reasons were gone from the run's record.
+    exp_path = small_experiment(tmp_path, {"vllm-baseline": [1], "vllm-mtp": [1]})
+    exp = load_experiment(exp_path)
+    out = tmp_path / "out"
+    opts = MatrixOptions(
+        out=out, launcher="process", time_scale=float(TIME_SCALE), show_progress=False
+    )
+    run_matrix(exp, opts.model_copy(update={"only": ["vllm-mtp"]}), experiment_path=exp_path)
+    first = json.loads(Artifacts(out).status.read_text())["configurations"]
+    assert list(first) == ["vllm-mtp"]
+    again = opts.model_copy(update={"only": ["vllm-baseline"], "resume": True})
+    run_matrix(exp, again, experiment_path=exp_path)
+    status = json.loads(Artifacts(out).status.read_text())["configurations"]
+    order = [c.name for c in exp.configurations]
+    assert list(status) == sorted(status, key=order.index)  # the experiment's order
+    assert set(status) == {"vllm-baseline", "vllm-mtp"}
+    assert status["vllm-mtp"] == first["vllm-mtp"]
+    assert status["vllm-baseline"]["status"] == "done"
