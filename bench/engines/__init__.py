@@ -17,6 +17,7 @@ from bench.engines._base import (
     GraphPatterns,
     LogPattern,
     ResolvedPattern,
+    WarmupPatterns,
     flag_value,
     resolved_settings,
 )
@@ -36,6 +37,7 @@ __all__ = [
     "LogPattern",
     "PlanEntry",
     "ResolvedPattern",
+    "WarmupPatterns",
     "cpu_kernel_from_log",
     "engine_names",
     "flag_value",

@@ -92,6 +92,17 @@ class GraphPatterns:
 
 
 @dataclass(frozen=True)
+class WarmupPatterns:
+    """An engine that sends itself a warm-up request before it says it is ready: ``up`` is the
+    line of its HTTP side starting (the warm-up begins then), ``done`` the line it logs once the
+    warm-up answered. A server still alive at the ready timeout with ``up`` and no ``done`` was
+    inside its first forward pass (seen: SGLang 0.5.17 JIT-compiling a GPTQ GEMM with nvcc)."""
+
+    up: LogPattern
+    done: LogPattern
+
+
+@dataclass(frozen=True)
 class ContainerSpec:
     """Everything needed to start one server container (docker SDK or ``docker run``)."""
 
@@ -179,6 +190,7 @@ class Engine:
     version_key: str = "version"
     load_patterns: tuple[LogPattern, ...] = ()
     graph_patterns: GraphPatterns | None = None
+    warmup_patterns: WarmupPatterns | None = None
     #: a periodic line carrying the engine's own acceptance length (group 1)
     accept_length_pattern: LogPattern | None = None
     #: seconds between the engine's periodic stats records (graph use, acceptance length), when

@@ -14,6 +14,7 @@ from bench.engines._base import (
     GraphPatterns,
     LogPattern,
     ResolvedPattern,
+    WarmupPatterns,
     flag_value,
     has_flag,
     with_flag,
@@ -118,6 +119,24 @@ class SGLang(Engine):
             message="a CUDA graph capture began",
             source="sglang/srt/model_executor/model_runner_components/cuda_graph_setup.py:551"
             " (0.5.19)",
+            severity="info",
+        ),
+    )
+    # SGLang's HTTP side starts, then its own thread sends GET /model_info and one /generate and
+    # only then logs the ready line; /health answers 503 until that request has finished.
+    warmup_patterns = WarmupPatterns(
+        up=LogPattern(
+            code="http_server_up",
+            regex=r"Uvicorn running on http",
+            message="the HTTP server started (SGLang's warm-up request begins)",
+            source="sglang/srt/entrypoints/http_server.py:2386 (0.5.19; uvicorn's startup line)",
+            severity="info",
+        ),
+        done=LogPattern(
+            code="warmup_done",
+            regex=r"The server is fired up and ready to roll!",
+            message="the warm-up request answered",
+            source="sglang/srt/entrypoints/http_server.py:2412 (0.5.19)",
             severity="info",
         ),
     )

@@ -47,6 +47,7 @@ from bench.measure import (
     ProgressBar,
     RunSpec,
     accept_lengths,
+    experiment_prompt_set,
     graph_check,
     judge,
     measure_level,
@@ -284,6 +285,7 @@ def run_configuration(ctx: RunContext, cfg: Configuration, outcome: Outcome) -> 
                 engine.load_patterns,
                 engine.graph_patterns,
                 speculative=cfg.speculative,
+                warmup=engine.warmup_patterns,
             )
             if not why:
                 raise
@@ -320,6 +322,7 @@ def run_configuration(ctx: RunContext, cfg: Configuration, outcome: Outcome) -> 
         # see, and up to 12 s a level of CI time for an acceptance-length cross-check.
         on_gpu = image.device == "cuda"
         stats_wait = engine.stats_interval_s if on_gpu and not opts.emulated else None
+        prompt_set = experiment_prompt_set(exp.workload.prompt_set)
         for k in exp.levels_for(cfg):
             if opts.resume and arts.finished(cfg.name, [k], accept_invalid=expected):
                 # An interrupted configuration resumes at the level in flight: finished
@@ -364,6 +367,8 @@ def run_configuration(ctx: RunContext, cfg: Configuration, outcome: Outcome) -> 
                 if exp.workload.logprob_probes is None
                 else exp.workload.logprob_probes,
                 toy_model=exp.toy_model,
+                prompt_set=prompt_set,
+                enable_thinking=exp.workload.enable_thinking,
             )
             mark = len(server.log_text())  # the lines logged from here on are this level's
             measured = measure_level(

@@ -49,8 +49,12 @@ def free_port(host: str = "127.0.0.1") -> int:
         return int(s.getsockname()[1])
 
 
-def tail(text: str, n: int = TAIL_LINES) -> str:
-    return "\n".join(text.splitlines()[-n:])
+def tail(text: str, n: int = TAIL_LINES, polled: tuple[str, ...] = ()) -> str:
+    """The last ``n`` lines, without the server's access-log lines of our own polls of
+    ``polled`` (a server that never got ready logs little else: SGLang four 503 lines a second)."""
+    marks = tuple(f'"GET {p} ' for p in polled)
+    lines = [ln for ln in text.splitlines() if not any(m in ln for m in marks)]
+    return "\n".join(lines[-n:])
 
 
 class Server(Protocol):
@@ -89,7 +93,7 @@ def wait_ready(
             if not server.alive():
                 raise RunError(
                     f"{what}: server exited (code {server.exit_code()}) before it was ready; "
-                    f"last log lines:\n{scrub(tail(server.log_text()))}"
+                    f"last log lines:\n{scrub(tail(server.log_text(), polled=paths))}"
                 )
             try:
                 if all(client.get(server.base_url + p).status_code == 200 for p in paths):
@@ -99,7 +103,7 @@ def wait_ready(
             if time.monotonic() > deadline:
                 raise RunError(
                     f"{what}: not ready after {timeout_s:.0f} s; last log lines:\n"
-                    f"{scrub(tail(server.log_text()))}"
+                    f"{scrub(tail(server.log_text(), polled=paths))}"
                 )
             time.sleep(poll_s)
 

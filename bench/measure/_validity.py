@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from bench.core import SpecMethod
-from bench.engines import GraphPatterns, LogPattern
+from bench.engines import GraphPatterns, LogPattern, WarmupPatterns
 from bench.schema import (
     AcceptanceDelta,
     CpuKernel,
@@ -65,10 +65,12 @@ def why_not_ready(
     graphs: GraphPatterns | None,
     *,
     speculative: bool,
+    warmup: WarmupPatterns | None = None,
 ) -> list[str]:
     """What a server that never got ready had logged that explains it: every 'invalid' load
-    rule that matched (distinct keys counted, as for a payload), and a CUDA-graph capture that
-    began and never ended (a hang inside the capture hides the error that caused it)."""
+    rule that matched (distinct keys counted, as for a payload), a CUDA-graph capture that
+    began and never ended (a hang inside the capture hides the error that caused it), and an
+    engine's own warm-up request that began and never answered (its first forward pass)."""
     out: list[str] = []
     by_code: dict[str, list[LogFinding]] = {}
     for f in scan_log(log, patterns, speculative):
@@ -87,6 +89,17 @@ def why_not_ready(
                 "cuda_graph_capture_hung: the server stopped in a CUDA graph capture "
                 f"({lines[begun[-1]].strip()!r} has no end line); run the configuration eager "
                 "to see the error the capture hides"
+            )
+    if warmup is not None:
+        lines = log.splitlines()
+        up = [ln for ln in lines if warmup.up.search(ln)]
+        if up and not any(warmup.done.search(ln) for ln in lines):
+            out.append(
+                "warmup_never_answered: the HTTP server started "
+                f"({up[-1].strip()!r}) but the engine's own warm-up request never answered: "
+                "its first forward pass was still running (SGLang 0.5.17 JIT-compiles a GPTQ "
+                "GEMM with nvcc there, for minutes); give it a longer --ready-timeout, or "
+                "tests/gpu/stall_probe.py shows where it waits"
             )
     return out
 
@@ -249,7 +262,8 @@ def rule_reasons(
             if r.error is not None or (r.http_status is not None and r.http_status >= 400):
                 failed.append(f"{tag}: status={r.http_status} error={r.error}")
                 continue
-            if r.prompt_tokens is not None and r.prompt_tokens != want_p:
+            real_text = payload.evidence.workload.prompt_set is not None
+            if r.prompt_tokens is not None and r.prompt_tokens != want_p and not real_text:
                 prompt_bad.append(f"{tag}: prompt_tokens={r.prompt_tokens} want {want_p}")
             if r.completion_tokens != want_o:
                 output_bad.append(f"{tag}: completion_tokens={r.completion_tokens} want {want_o}")

@@ -112,3 +112,18 @@ def test_emulator_lines_match_the_patterns() -> None:
     table = formats.vllm_cudagraph_table("FULL_AND_PIECEWISE", [1, 2], [(3, 4, "FULL", 9)])
     rows = [m for line in table.splitlines() if (m := vl.use.search(line))]
     assert [(m.group(1), m.group(2)) for m in rows] == [("FULL", "9")]
+
+
+def test_sglang_warmup_patterns_are_at_their_cited_lines(upstream: dict[str, object]) -> None:
+    # the warm-up thread starts with the HTTP server and logs the ready line after its request
+    root = upstream["sglang"].root  # type: ignore[attr-defined]
+    w = get_engine("sglang").warmup_patterns
+    assert w is not None
+    assert missing_anchors(root, w.up, ("def _wait_and_warmup(",)) == []
+    assert (
+        missing_anchors(root, w.done, ('logger.info("The server is fired up and ready to roll!")',))
+        == []
+    )
+    assert re.search(w.done.regex, "The server is fired up and ready to roll!")
+    text = (root / "sglang/srt/entrypoints/http_server.py").read_text(encoding="utf-8")
+    assert 'url + "/model_info"' in text and "def _execute_server_warmup(" in text

@@ -310,20 +310,45 @@ def test_the_emulator_decode_line_has_the_real_hybrid_shape() -> None:
     assert real == {shape("] " + emulated)}
 
 
+def not_ready(name: str, speculative: bool = True) -> list[str]:
+    return why_not_ready(
+        log(name), SGLANG.load_patterns, GRAPHS, speculative=speculative,
+        warmup=SGLANG.warmup_patterns,
+    )  # fmt: skip
+
+
 def test_a_server_that_never_got_ready_is_explained_by_its_log() -> None:
-    stock = why_not_ready(log("gptq-mtp-stock"), SGLANG.load_patterns, GRAPHS, speculative=True)
+    stock = not_ready("gptq-mtp-stock")
     assert [w.split(":", 1)[0] for w in stock] == [
         "draft_tensors_skipped",
         "cuda_graph_capture_hung",
     ]
     assert "7 distinct" in stock[0] and all(n in stock[0] for n in SKIPPED)
     assert "Capture target verify CUDA graph begin" in stock[1]
-    patched = why_not_ready(log("gptq-mtp"), SGLANG.load_patterns, GRAPHS, speculative=True)
+    patched = not_ready("gptq-mtp")
     assert [w.split(":", 1)[0] for w in patched] == ["cuda_graph_capture_hung"]
-    base = why_not_ready(log("gptq-baseline"), SGLANG.load_patterns, GRAPHS, speculative=False)
+    base = not_ready("gptq-baseline", speculative=False)
     assert [w.split(":", 1)[0] for w in base] == ["cuda_graph_capture_hung"]
     # a server that got ready: nothing to explain
-    assert why_not_ready(log("dflash-dflash"), SGLANG.load_patterns, GRAPHS, speculative=True) == []
+    assert not_ready("dflash-dflash") == []
+    assert not_ready("tiny-eager", speculative=False) == []
+
+
+def test_an_eager_server_stuck_in_its_warm_up_request_is_named() -> None:
+    # 2026-12-06, H100, SGLang 0.5.17, the GPTQ target eager: the HTTP side came up, SGLang's own
+    # warm-up /generate never answered (its first forward JIT-compiling the Marlin GEMM with nvcc,
+    # tests/gpu/stall_probe.py's stacks), /health 503 until the 240 s ready timeout
+    stock = not_ready("gptqe-mtp-stock-eager")
+    assert [w.split(":", 1)[0] for w in stock] == [
+        "draft_tensors_skipped",
+        "warmup_never_answered",
+    ]
+    assert "Uvicorn running on http://127.0.0.1:" in stock[1]
+    patched = not_ready("gptqe-mtp-eager")
+    assert [w.split(":", 1)[0] for w in patched] == ["warmup_never_answered"]
+    # the stock draft still inherited the target's GPTQ on the eager server (the seed's bug)
+    assert "type=Qwen3_5ForCausalLMMTP, quant=gptq, bits=4" in log("gptqe-mtp-stock-eager")
+    assert "specbench patch:" in log("gptqe-mtp-eager")
 
 
 def test_mtp_counters_lose_only_the_truncated_last_step() -> None:
