@@ -25,7 +25,7 @@ from typing import Any, Protocol
 
 import httpx
 
-from bench.core import RunError, open_stream
+from bench.core import InputError, RunError, open_stream
 from bench.engines import LABEL_MANAGED, TOKEN_ENV, ContainerSpec
 
 TAIL_LINES = 40
@@ -247,7 +247,15 @@ class DockerLauncher:
             # optional at import time: the docker SDK loads only when a container is really started
             import docker
 
-            client = docker.from_env()  # type: ignore[attr-defined]
+            try:
+                client = docker.from_env()  # type: ignore[attr-defined]
+            except docker.errors.DockerException as err:  # type: ignore[attr-defined]
+                raise InputError(
+                    "--launcher",
+                    f"docker: the Docker engine does not answer ({err}); start it "
+                    "(`sudo systemctl start docker`) or run the servers as local processes "
+                    "with --launcher process",
+                ) from None
         self.client = client
 
     def run_kwargs(self, spec: ContainerSpec) -> dict[str, Any]:

@@ -43,6 +43,7 @@ from bench.matrix._configuration import (
     sigterm_as_interrupt,
     stop_prestarted,
 )
+from bench.matrix._fatal import known_causes
 from bench.matrix._launch import (
     DockerLauncher,
     Launcher,
@@ -206,6 +207,12 @@ def _run_matrix(
                 + " (the first `make provision` resolves them into the lock; or pass "
                 "--allow-unpinned to run by tag, a run that cannot be published)",
             )
+    if launcher is None:
+        launcher = (
+            ProcessLauncher(engine=opts.local_engine)
+            if opts.launcher == "process"
+            else DockerLauncher()
+        )
     arts = Artifacts(opts.out)
     arts.check_before_writing()
     earlier: dict[str, ConfigurationStatus] = {}
@@ -247,12 +254,6 @@ def _run_matrix(
         measured = checkpoint_bytes(exp, Path(opts.model_cache))
         if measured:
             arts.write_model(arts.weights, measured)
-    if launcher is None:
-        launcher = (
-            ProcessLauncher(engine=opts.local_engine)
-            if opts.launcher == "process"
-            else DockerLauncher()
-        )
     if telemetry is None:
         telemetry = _default_telemetry(opts.emulated)
     warmup = opts.warmup if opts.warmup is not None else exp.workload.warmup
@@ -330,8 +331,13 @@ def _run_matrix(
                     ) from None
                 except SpecbenchError as err:
                     outcome.status = "failed"
-                    outcome.reasons.append(scrub(str(err)))
-                    progress.log(f"{cfg.name}: FAILED: {scrub(str(err)).splitlines()[0]}")
+                    why = scrub(str(err))
+                    outcome.reasons.append(why)
+                    progress.log(f"{cfg.name}: FAILED: {why.splitlines()[0]}")
+                    # the line of the server's log that says why it died, quoted (issue 38)
+                    for cause in _known_causes(why, arts.log(cfg.name)):
+                        outcome.reasons.append(cause)
+                        progress.log(f"{cfg.name}: {cause}")
                 finally:
                     left = len(levels) * per_level - done_units
                     if outcome.status == "failed" and left > 0:
@@ -356,6 +362,16 @@ def _run_matrix(
             if stopped is None:
                 raise
     return MatrixResult(opts.out, run_id, outcomes)
+
+
+def _known_causes(message: str, log: Path) -> list[str]:
+    """bench.matrix._fatal's reading of the configuration's log (written by
+    run_configuration before the failure reached here), scrubbed of secrets."""
+    try:
+        text = log.read_text(encoding="utf-8", errors="replace") if log.is_file() else ""
+    except OSError:
+        text = ""
+    return [scrub(c) for c in known_causes(message, text)]
 
 
 def checkpoint_bytes(exp: Experiment, model_cache: Path) -> WeightsFile | None:

@@ -239,3 +239,19 @@ def test_internal_error_is_one_line(
     monkeypatch.setenv("SPECBENCH_DEBUG", "1")
     with pytest.raises(RuntimeError, match="unexpected"):
         main(["roofline", "--weights-gb", "1", "--bandwidth-gbs", "1"])
+
+
+def test_matrix_without_a_docker_engine_names_it_and_writes_nothing(tmp_path: Path) -> None:
+    # was "internal error: DockerException", after the lock, hardware and provenance were written
+    env = {**os.environ, "SPECBENCH_DEBUG": "", "DOCKER_HOST": f"unix://{tmp_path}/none.sock"}
+    out = tmp_path / "out"
+    res = subprocess.run(
+        [sys.executable, "-m", "bench", "matrix", EXP, "--out", str(out), "--emulate",
+         "--no-progress"],
+        env=env, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert res.returncode == 2, res.stderr
+    assert "Traceback" not in res.stderr and "internal error" not in res.stderr
+    assert res.stderr.startswith("specbench: error: --launcher: docker: the Docker engine")
+    assert "--launcher process" in res.stderr
+    assert not out.exists()
