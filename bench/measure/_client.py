@@ -398,6 +398,11 @@ def interpret_chat_stream(
     rec = RequestRecord(request_id=request_id, stream_index=stream_index, sent_at=raw.sent_at)
     rec.http_status = raw.status
     sent = raw.sent_at
+    if raw.ended_at is not None and raw.ended_at < sent:
+        # the connection was lost between its opening and the send (a server that died in
+        # between, its port's proxy still accepting): nothing came back for this request
+        rec.error = f"the connection closed before the request was sent ({raw.error or 'EOF'})"
+        return rec
     if raw.ended_at is not None:
         rec.ended_at = raw.ended_at - sent
         rec.e2e_ms = (raw.ended_at - sent) * 1e3
