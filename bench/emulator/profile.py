@@ -34,6 +34,9 @@ class FailMode(StrEnum):
 
     NEVER_READY = "never_ready"  # health never turns 200
     CRASH_AT_START = "crash_at_start"  # load lines, an error, exit with failures.exit_code
+    # as crash_at_start, with the engine's own fatal line and the traceback that follows it
+    CUDA_OOM_AT_START = "cuda_oom_at_start"  # load lines, torch's CUDA out of memory
+    WEIGHTS_MISSING = "weights_missing"  # the loader finds no weights where it looks
     EXIT_MID_RUN = "exit_mid_run"  # process exits once failures.after_tokens were written
     ZERO_ACCEPTANCE = "zero_acceptance"  # broken draft: nothing accepted (+ SGLang warnings)
     DISCONNECT = "disconnect"  # stream cut after failures.after_tokens tokens

@@ -105,10 +105,17 @@ class EmulatorServer:
             self._startup_lines_before_load()
             return  # stuck loading: the socket never listens
         self._startup_lines_before_load()
+        if p.has(FailMode.WEIGHTS_MISSING):  # the loader looks before it loads anything
+            self._fatal_lines(FailMode.WEIGHTS_MISSING)
+            self._exit(p.failures.exit_code)
+            return
         await asyncio.sleep(p.load_s * scale)
         self._load_lines()
-        if p.has(FailMode.CRASH_AT_START):
-            self._crash_lines()
+        if p.has(FailMode.CRASH_AT_START) or p.has(FailMode.CUDA_OOM_AT_START):
+            if p.has(FailMode.CUDA_OOM_AT_START):
+                self._fatal_lines(FailMode.CUDA_OOM_AT_START)
+            else:
+                self._crash_lines()
             self.phase = "crashed"
             self._exit(p.failures.exit_code)
             return
@@ -272,6 +279,39 @@ class EmulatorServer:
             self.log(formats.vllm_log("EngineCore", os.getpid(), "ERROR", "core.py:0", msg))
         else:
             self.log(formats.sglang_log(f"Scheduler hit an exception: {msg}", tp_rank=0))
+
+    def _fatal_lines(self, mode: FailMode) -> None:
+        """The engine's own line for a known fatal cause, then, as upstream, the traceback of
+        the process that started the engine (long enough to push that line out of a failure
+        message's last 40 log lines)."""
+        p = self.profile
+        why = f"(SIMULATED: emulator failure mode {mode.value})"
+        if mode is FailMode.CUDA_OOM_AT_START:
+            fatal = (
+                "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 "
+                "has a total capacity of 23.56 GiB of which 1.12 GiB is free. " + why
+            )
+        else:
+            fatal = f"RuntimeError: Cannot find any model weights with `{p.model_path}` {why}"
+        frames = [
+            f'  File "/usr/lib/python3/site-packages/{p.engine}/frame_{k}.py", line {100 + k}, '
+            f"in step_{k}\n    return step_{k + 1}(args)"
+            for k in range(24)
+        ]
+        last = (
+            "RuntimeError: Engine core initialization failed. See root cause above. "
+            "Failed core proc(s): {}"
+            if p.engine == "vllm"
+            else "Exception: Rank 0 scheduler is dead. Please check if there are relevant logs."
+        )
+        if p.engine == "vllm":
+            self.log(formats.vllm_log("EngineCore", os.getpid(), "ERROR", "core.py:708", fatal))
+        else:
+            self.log(formats.sglang_log(f"Scheduler hit an exception: {fatal}", tp_rank=0))
+        self.log("Traceback (most recent call last):")
+        for frame in frames:
+            self.log(frame)
+        self.log(last)
 
     def _exit(self, code: int) -> None:
         self.phase = "crashed"
