@@ -45,7 +45,7 @@ class _Aborter(Protocol):
 
 @dataclass
 class ChunkTruth:
-    kind: str  # role | content | finish | usage | done | malformed | step (non-streamed)
+    kind: str  # role | content | finish | sglext | usage | done | malformed | step (non-streamed)
     tokens: int
     scheduled: float
     t: float
@@ -82,6 +82,12 @@ class Request:
     fault_done: bool = False
     text_parts: list[str] = field(default_factory=list)
     top_logprobs: int | None = None  # the request's top_logprobs when it asked for logprobs
+    #: draft tokens accepted at every verify step (a profile category matched), else sampled
+    fixed_accepted: int | None = None
+    #: SGLang return_spec_tokens_details: send sglext.spec_tokens_details before the usage
+    spec_details: bool = False
+    #: verify steps that accepted exactly j draft tokens, j = 0..k
+    accept_histogram: list[int] = field(default_factory=list)
     emissions: list[Emission] = field(default_factory=list)  # every token emitted, in order
     done: asyncio.Event = field(default_factory=asyncio.Event)
 
@@ -274,7 +280,9 @@ class EmulatedEngine:
         target = start + duration
         plans = []
         for r in batch:
-            accepted = self._sample_accepted()
+            fixed = r.fixed_accepted
+            zero = self.profile.has(FailMode.ZERO_ACCEPTANCE)
+            accepted = self._sample_accepted() if fixed is None or zero else min(fixed, self.k)
             n = min(1 + accepted, r.target_tokens - r.emitted)
             if self.k:
                 self._observe_draft(r, accepted)
@@ -303,6 +311,9 @@ class EmulatedEngine:
         r.drafts += 1
         r.draft_tokens += self.k
         r.accepted_tokens += accepted
+        if not r.accept_histogram:
+            r.accept_histogram = [0] * (self.k + 1)
+        r.accept_histogram[accepted] += 1
         c.drafts += 1
         c.draft_tokens += self.k
         c.accepted_tokens += accepted
@@ -385,6 +396,17 @@ class EmulatedEngine:
                         ),
                     )
                 )
+                if r.spec_details and self.k and r.drafts:
+                    details = formats.sglang_spec_tokens_details(
+                        r.drafts, r.accepted_tokens, self.k, r.emitted, r.accept_histogram
+                    )
+                    events.append(
+                        (
+                            "sglext",
+                            0,
+                            formats.sse(formats.sglang_sglext_chunk(r.rid, now, model, details)),
+                        )
+                    )
                 if r.include_usage and not p.has(FailMode.MISSING_USAGE):
                     events.append(
                         (

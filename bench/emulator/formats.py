@@ -299,6 +299,43 @@ def sglang_usage_chunk(rid: str, created: int, model: str, prompt: int, completi
     )
 
 
+def sglang_spec_tokens_details(
+    verify_ct: int, correct: int, k: int, completion: int, histogram: list[int]
+) -> dict[str, Any]:
+    """``SpecTokensDetails`` (sglang/srt/entrypoints/openai/protocol.py:418-429) as SGLang
+    0.5.19 fills it (srt/managers/tokenizer_manager.py:2796-2853): proposed drafts = verify_ct
+    x (speculative_num_draft_tokens - 1) with speculative_num_draft_tokens = k + 1, accept
+    rate = correct / proposed, accept length = completion tokens / verify_ct."""
+    proposed = verify_ct * k
+    return {
+        "spec_accept_rate": correct / proposed if proposed else 0.0,
+        "spec_accept_length": completion / verify_ct if verify_ct else 0.0,
+        "spec_cap_length": 0.0,
+        "spec_block_accept_length": 0.0,
+        "spec_num_correct_drafts": correct,
+        "spec_num_proposed_drafts": proposed,
+        "spec_verify_ct": verify_ct,
+        "spec_correct_drafts_histogram": list(histogram),
+        "spec_cap_lens_histogram": [],
+    }
+
+
+def sglang_sglext_chunk(rid: str, created: int, model: str, details: dict[str, Any]) -> str:
+    """The response-level ``sglext`` chunk of a stream that asked for
+    ``return_spec_tokens_details`` (serving_chat.py:1735-1764): no choices, sent before the
+    usage chunk; SglExt drops its None fields when serialised (protocol.py:445-449)."""
+    return _dumps(
+        {
+            "id": rid,
+            "object": "chat.completion.chunk",
+            "created": created,
+            "model": model,
+            "choices": [],
+            "sglext": {"spec_tokens_details": details},
+        }
+    )
+
+
 def _sglang_usage(prompt: int, completion: int) -> dict[str, Any]:
     return {
         "prompt_tokens": prompt,

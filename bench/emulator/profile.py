@@ -10,6 +10,7 @@ demo run fast; the figures a profile yields are SIMULATED, shaped after the seed
 from __future__ import annotations
 
 import bisect
+import re
 from enum import StrEnum
 from importlib import resources
 from pathlib import Path
@@ -67,6 +68,26 @@ class FailureSettings(_Strict):
     prompt_drift: int = 3
 
 
+class CategoryAcceptance(_Strict):
+    """A prompt category with a known acceptance: a request whose last user message matches
+    ``pattern`` (``re.search``) accepts exactly ``accepted`` draft tokens at every verify step
+    (capped at the depth), so its acceptance rate is ``accepted / k`` by construction. The
+    oracle of the per-category tests; real drafters differ by text, this one by rule."""
+
+    name: str = Field(min_length=1)
+    pattern: str = Field(min_length=1)
+    accepted: int = Field(ge=0, le=16)
+
+    @field_validator("pattern")
+    @classmethod
+    def _regex(cls, v: str) -> str:
+        try:
+            re.compile(v)
+        except re.error as err:
+            raise ValueError(f"not a regular expression: {err}") from None
+        return v
+
+
 class SpecSettings(_Strict):
     method: Literal["dflash", "mtp"]
     #: the method name as the server was told (vLLM logs a deprecation for MTP aliases)
@@ -80,6 +101,12 @@ class SpecSettings(_Strict):
     draft_token_ms: float = Field(default=0.0, ge=0.0)
     #: factor by which the conditional acceptance decays at positions past the profile's list
     acceptance_decay: float = Field(default=0.9, gt=0.0, le=1.0)
+    #: prompt categories with a fixed acceptance each (first match wins; others are sampled)
+    categories: tuple[CategoryAcceptance, ...] = ()
+
+    def category_of(self, text: str) -> CategoryAcceptance | None:
+        """The first category whose pattern matches ``text``, if any."""
+        return next((c for c in self.categories if re.search(c.pattern, text)), None)
 
     @field_validator("acceptance")
     @classmethod

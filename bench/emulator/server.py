@@ -503,6 +503,8 @@ class EmulatorServer:
             include_usage=bool(isinstance(options, dict) and options.get("include_usage")),
             arrival=engine.clock(),
             top_logprobs=_top_logprobs(body),
+            fixed_accepted=_category_accepted(p, messages),
+            spec_details=p.engine == "sglang" and body.get("return_spec_tokens_details") is True,
         )
         if not stream:
             engine.submit(req)
@@ -599,3 +601,15 @@ async def _json_body(request: web.Request) -> dict[str, Any] | None:
     except (json.JSONDecodeError, UnicodeDecodeError, ValueError):
         return None
     return data if isinstance(data, dict) else None
+
+
+def _category_accepted(p: Profile, messages: list[Any]) -> int | None:
+    """The fixed acceptance of the profile category the last user message matches, if any."""
+    if p.spec is None or not p.spec.categories:
+        return None
+    users = [m for m in messages if isinstance(m, dict) and m.get("role") == "user"]
+    content = users[-1].get("content") if users else None
+    if not isinstance(content, str):
+        return None
+    cat = p.spec.category_of(content)
+    return cat.accepted if cat is not None else None

@@ -77,10 +77,21 @@ def expand_depth_sweeps(exp: Experiment, source: str = "<experiment>") -> Experi
     return out
 
 
+def with_prompt_set_path(exp: Experiment, source: str) -> Experiment:
+    """``exp`` with a local prompt set's path made absolute: it is written relative to the
+    experiment file (``source``), which may be run from anywhere."""
+    ps = exp.workload.prompt_set
+    if ps is None or ps.path is None or Path(ps.path).is_absolute():
+        return exp
+    where = str(Path(source).resolve().parent / ps.path)
+    workload = exp.workload.model_copy(update={"prompt_set": ps.model_copy(update={"path": where})})
+    return exp.model_copy(update={"workload": workload})
+
+
 def load_experiment(path: Path | str) -> Experiment:
     """Read and validate an experiment file (YAML). Exit 2 with the field on any problem."""
     data, source = read_experiment_document(path)
-    return parse_experiment(data, source)
+    return with_prompt_set_path(parse_experiment(data, source), source)
 
 
 def load_pinned_experiment(
@@ -89,6 +100,6 @@ def load_pinned_experiment(
     """The experiment with its pins lock (``<experiment>.lock.yaml`` beside it, or ``lock``)
     applied for ``host``: each pin from the experiment file, else from the lock, else unpinned."""
     data, source = read_experiment_document(path)
-    exp = parse_experiment(data, source)
+    exp = with_prompt_set_path(parse_experiment(data, source), source)
     lock_path = Path(lock) if lock is not None else lock_path_for(experiment_path(path))
     return apply_lock(exp, read_lock(lock_path, exp.name), host, lock_path)

@@ -26,6 +26,7 @@ from bench.measure._client import (
 from bench.measure._loop import Measured, RunSpec, measure, measure_level, probe_level
 from bench.measure._probes import MAX_PROBES
 from bench.measure._progress import ProgressBar
+from bench.measure._promptset import PromptSet, experiment_prompt_set, read_prompt_set
 from bench.measure._validity import (
     GraphCheck,
     accept_lengths,
@@ -57,6 +58,7 @@ __all__ = [
     "Measured",
     "ProgressBar",
     "PromptFactory",
+    "PromptSet",
     "RawResponse",
     "RunSpec",
     "accept_lengths",
@@ -64,6 +66,7 @@ __all__ = [
     "chat_body",
     "combine",
     "delta",
+    "experiment_prompt_set",
     "find_cached_tokenizer",
     "graph_check",
     "interpret_chat_stream",
@@ -75,6 +78,7 @@ __all__ = [
     "parse_prometheus",
     "probe_level",
     "prompt_sha256",
+    "read_prompt_set",
     "request",
     "scan_log",
     "snapshot",

@@ -52,10 +52,13 @@ from bench.measure._acceptance import (
 from bench.measure._client import Connection, RawResponse, chat_body, interpret_chat_stream, request
 from bench.measure._gcpause import gc_paused
 from bench.measure._probes import MAX_PROBES, logprob_probes
+from bench.measure._promptset import PromptItem, PromptSet
+from bench.measure._requestacc import category_windows, spec_tokens_of
 from bench.measure._validity import MetricsProblem, measurement_reasons, throttle_warnings
 from bench.measure._workload import PromptFactory, load_tokenizer, nonce_stream, prompt_sha256
 from bench.schema import (
     PAYLOAD_SCHEMA,
+    ChatTemplateRecord,
     EngineFlags,
     Evidence,
     Figures,
@@ -66,6 +69,7 @@ from bench.schema import (
     RequestRecord,
     RunInfo,
     SampleStats,
+    SamplingRecord,
     Validity,
     Workload,
 )
@@ -125,6 +129,14 @@ class RunSpec(StrictModel):
         ge=0,
         le=MAX_PROBES,
         description="greedy requests re-sent with logprobs after the timed iterations (0: none)",
+    )
+    prompt_set: PromptSet | None = Field(
+        default=None,
+        description="real-text prompts by category: each category is measured as its own "
+        "windows (warmup + iterations); None: exact-length synthetic prompts",
+    )
+    enable_thinking: bool | None = Field(
+        default=None, description="chat_template_kwargs.enable_thinking (None: not sent)"
     )
 
     @field_validator("spec_method", mode="before")
@@ -237,8 +249,84 @@ def _refusal(raw: RawResponse) -> str:
     return f"HTTP {raw.status}" + (f" (Retry-After: {ra})" if ra else "")
 
 
+def template_kwargs(spec: RunSpec) -> dict[str, Any]:
+    """The request's chat_template_kwargs ({}: none sent)."""
+    return {} if spec.enable_thinking is None else {"enable_thinking": spec.enable_thinking}
+
+
+def asks_spec_tokens(spec: RunSpec) -> bool:
+    """Whether the requests ask for the engine's per-request speculative counts: SGLang
+    0.5.19's ``return_spec_tokens_details`` (a request field), on prompt-set workloads of a
+    speculative configuration. vLLM 0.33.0 has no request field for it (its server flag
+    ``--per-request-spec-decode-metrics``), so nothing is asked there; what a vLLM server
+    started with that flag sends is read all the same."""
+    return spec.engine == "sglang" and spec.spec_method != "NONE" and spec.prompt_set is not None
+
+
+def request_body(
+    spec: RunSpec, prompt: str, messages: list[dict[str, str]] | None = None, max_tokens: int = 0
+) -> dict[str, Any]:
+    """One request's body: the measurement contract's (``chat_body``) with the prompt set's
+    messages, the chat template kwargs and, where the engine offers it, the per-request
+    speculative counts."""
+    body = chat_body(spec.served_model, prompt, max_tokens or spec.max_tokens, spec.temperature)
+    if messages is not None:
+        body["messages"] = messages
+    if spec.enable_thinking is not None:
+        body["chat_template_kwargs"] = template_kwargs(spec)
+    if asks_spec_tokens(spec):
+        body["return_spec_tokens_details"] = True
+    return body
+
+
+def sampling_record(spec: RunSpec) -> SamplingRecord:
+    """The sampling settings every measured request carries, read off the body itself."""
+    body = request_body(spec, "")
+    return SamplingRecord(
+        temperature=float(body["temperature"]),
+        top_p=body.get("top_p"),
+        top_k=body.get("top_k"),
+        max_tokens=int(body["max_tokens"]),
+        ignore_eos=bool(body.get("ignore_eos", False)),
+    )
+
+
+def chat_template_record(spec: RunSpec) -> ChatTemplateRecord:
+    """What is known of the chat template: the kwargs sent, and the template's sha256 when the
+    model's tokenizer files are at hand (neither pinned engine reports it over HTTP)."""
+    kwargs = template_kwargs(spec)
+    text, where = _template_text(spec.tokenizer)
+    return ChatTemplateRecord(
+        kwargs=kwargs,
+        enable_thinking=spec.enable_thinking,
+        sha256=hashlib.sha256(text.encode()).hexdigest() if text is not None else None,
+        source=where
+        or "the served model's own template, applied by the engine (not reported over HTTP; "
+        "no tokenizer files at hand to hash it)",
+    )
+
+
+def _template_text(tokenizer: Path | None) -> tuple[str | None, str | None]:
+    if tokenizer is None:
+        return None, None
+    folder = tokenizer if tokenizer.is_dir() else tokenizer.parent
+    jinja = folder / "chat_template.jinja"
+    if jinja.is_file():
+        return jinja.read_text(encoding="utf-8", errors="replace"), str(jinja)
+    cfg = folder / "tokenizer_config.json"
+    if cfg.is_file():
+        try:
+            tpl = json.loads(cfg.read_text(encoding="utf-8")).get("chat_template")
+        except (ValueError, AttributeError, OSError):
+            tpl = None
+        if isinstance(tpl, str):
+            return tpl, f"{cfg} chat_template"
+    return None, None
+
+
 async def _server_prompt_count(spec: RunSpec, prompt: str) -> int:
-    body = chat_body(spec.served_model, prompt, max_tokens=1, temperature=spec.temperature)
+    body = request_body(spec, prompt, max_tokens=1)
+    body.pop("return_spec_tokens_details", None)
     body["ignore_eos"] = False
     for attempt in range(RETRIES + 1):
         conn = Connection(spec.base_url, sse=True)
@@ -335,14 +423,18 @@ async def _scrape(spec: RunSpec) -> Scrape:
 
 
 async def _one_iteration(
-    spec: RunSpec, prompts: list[str], index: int, warmup: bool
+    spec: RunSpec,
+    prompts: list[str],
+    index: int,
+    warmup: bool,
+    items: list[PromptItem] | None = None,
 ) -> tuple[IterationRecord, list[RawResponse]]:
     conns = [Connection(spec.base_url, sse=True) for _ in prompts]
     opened = await asyncio.gather(*(c.open(PROBE_TIMEOUT_S) for c in conns), return_exceptions=True)
-    bodies = [
-        json.dumps(chat_body(spec.served_model, p, spec.max_tokens, spec.temperature)).encode()
-        for p in prompts
-    ]
+    if items is None:
+        bodies = [json.dumps(request_body(spec, p)).encode() for p in prompts]
+    else:
+        bodies = [json.dumps(request_body(spec, "", i.chat_messages())).encode() for i in items]
     # Send all C requests back to back, then wait: the streams start together. No cycle
     # collection from the first send to the last byte (bench/measure/_gcpause.py).
     with gc_paused():
@@ -367,9 +459,14 @@ async def _one_iteration(
         )
         for k, raw in enumerate(raws)
     ]
-    for rec, prompt in zip(records, prompts, strict=True):
+    for k, (rec, prompt) in enumerate(zip(records, prompts, strict=True)):
         rec.prompt_sha256 = hashlib.sha256(prompt.encode()).hexdigest()
-    return _iteration_record(spec, index, warmup, records), list(raws)
+        rec.spec_tokens = spec_tokens_of(raws[k])
+        if items is not None:
+            rec.category = items[k].category
+    it = _iteration_record(spec, index, warmup, records)
+    it.category = items[0].category if items else None
+    return it, list(raws)
 
 
 async def _done(raw: RawResponse) -> RawResponse:
@@ -404,7 +501,8 @@ def _iteration_record(
         requests=records,
     )
     reasons: list[str] = []
-    if not spec.allow_prompt_mismatch:
+    # real-text prompts have the length they have: no exact-P check
+    if not spec.allow_prompt_mismatch and spec.prompt_set is None:
         for r in records:
             if r.prompt_tokens is not None and r.prompt_tokens != spec.prompt_tokens:
                 r.reasons = [
@@ -446,29 +544,37 @@ async def measure_async(
                 f"the server reports version {server_version}, expected {spec.engine_version}"
             )
         spec = spec.model_copy(update={"engine_version": server_version})
-    counter = load_tokenizer(spec.tokenizer) if spec.tokenizer else None
-    factory = PromptFactory(
-        spec.prompt_tokens, counter, nonce_stream(spec.prompt_seed, spec.concurrency)
-    )
-    await factory.calibrate(
-        lambda p: _server_prompt_count(spec, p), allow_mismatch=spec.allow_prompt_mismatch
-    )
+    factory: PromptFactory | None = None
+    if spec.prompt_set is None:
+        counter = load_tokenizer(spec.tokenizer) if spec.tokenizer else None
+        factory = PromptFactory(
+            spec.prompt_tokens, counter, nonce_stream(spec.prompt_seed, spec.concurrency)
+        )
+        await factory.calibrate(
+            lambda p: _server_prompt_count(spec, p), allow_mismatch=spec.allow_prompt_mismatch
+        )
+    slots = iteration_slots(spec)
+    cursor: dict[str, int] = {}
     iterations: list[IterationRecord] = []
     first_prompt: str | None = None
     probe_prompts: list[str] = []
     metrics_problems: list[MetricsProblem] = []
     series: dict[str, Any] = {}
-    total = spec.warmup + spec.iterations
-    for i in range(total):
-        warmup = i < spec.warmup
+    total = len(slots)
+    for i, (category, warmup) in enumerate(slots):
         if progress is not None:
             progress.iteration_started(i, total, warmup)
         for attempt in range(RETRIES + 1):
             # fresh prompts on a retry too: streams of the refused attempt that were served
             # left their prompts in the server's prefix cache
-            prompts = [factory.build() for _ in range(spec.concurrency)]
+            items: list[PromptItem] | None = None
+            if factory is not None:
+                prompts = [factory.build() for _ in range(spec.concurrency)]
+            else:
+                items = _next_items(spec, category or "", cursor)
+                prompts = [item.text() for item in items]
             before = None if warmup else await _scrape(spec)
-            it, raws = await _one_iteration(spec, prompts, i, warmup)
+            it, raws = await _one_iteration(spec, prompts, i, warmup, items)
             after = None if warmup else await _scrape(spec)
             is_emulator = is_emulator or any(r.is_emulator for r in raws)
             is_emulator = is_emulator or any(s.is_emulator for s in (before, after) if s)
@@ -530,7 +636,29 @@ async def measure_async(
         metrics_problems,
         series,
     )
+    if spec.prompt_set is not None:
+        # the logprob probes re-send synthetic prompts only
+        probe_prompts = []
     return Measured(with_telemetry(payload, telemetry, no_telemetry_reason), probe_prompts)
+
+
+def iteration_slots(spec: RunSpec) -> list[tuple[str | None, bool]]:
+    """(category, warmup) of every iteration in order: the synthetic workload's warmup and
+    measured iterations, or, for a prompt set, each category's own (its windows are
+    contiguous, so the /metrics deltas of its iterations are its own)."""
+    per = [i < spec.warmup for i in range(spec.warmup + spec.iterations)]
+    if spec.prompt_set is None:
+        return [(None, w) for w in per]
+    return [(c, w) for c in spec.prompt_set.categories() for w in per]
+
+
+def _next_items(spec: RunSpec, category: str, cursor: dict[str, int]) -> list[PromptItem]:
+    """The category's next ``concurrency`` prompts, in file order, wrapping around."""
+    assert spec.prompt_set is not None
+    pool = spec.prompt_set.of(category)
+    start = cursor.get(category, 0)
+    cursor[category] = start + spec.concurrency
+    return [pool[(start + k) % len(pool)] for k in range(spec.concurrency)]
 
 
 def with_telemetry(
@@ -568,14 +696,26 @@ def _payload(
     measured = [it for it in iterations if not it.warmup]
     valid = [it for it in measured if it.valid]
     acc = combine([it.acceptance for it in valid if it.acceptance is not None])
+    prompt_tokens = spec.prompt_tokens
+    if spec.prompt_set is not None:
+        # real text: the mean of what the server counted (the exact P applies to synthetic)
+        counts = [r.prompt_tokens for it in measured for r in it.requests if r.prompt_tokens]
+        prompt_tokens = max(1, round(_mean(counts))) if counts else spec.prompt_tokens
     reasons, more_warnings = measurement_reasons(
         measured,
         spec_method=spec.spec_method,
         acceptance=acc,
-        prompt_tokens=spec.prompt_tokens,
+        prompt_tokens=prompt_tokens,
         allow_prompt_mismatch=spec.allow_prompt_mismatch,
         metrics_problems=metrics_problems or [],
     )
+    categories = category_windows(spec.prompt_set, spec.spec_num_tokens, iterations)
+    warnings += [
+        f"category {c.category}: per-request counts disagree with the counters: "
+        f"{c.request_acceptance.check}"
+        for c in categories
+        if c.request_acceptance is not None and c.request_acceptance.agrees_with_counters is False
+    ]
     warnings = [*warnings, *more_warnings]
     simulated = spec.simulated or is_emulator
 
@@ -584,7 +724,7 @@ def _payload(
     e2e = [_mean([r.e2e_ms for r in it.requests if r.e2e_ms is not None]) for it in valid]
     agg = [it.aggregate_tok_s for it in valid if it.aggregate_tok_s is not None]
     total_rate = [
-        (spec.prompt_tokens + spec.max_tokens) / (r.e2e_ms / 1e3)
+        (prompt_tokens + spec.max_tokens) / (r.e2e_ms / 1e3)
         for it in valid
         for r in it.requests
         if r.e2e_ms
@@ -647,7 +787,7 @@ def _payload(
             toy_model=spec.toy_model,
         ),
         workload=Workload(
-            prompt_tokens=spec.prompt_tokens,
+            prompt_tokens=prompt_tokens,
             max_tokens=spec.max_tokens,
             concurrency=spec.concurrency,
             warmup=spec.warmup,
@@ -656,8 +796,12 @@ def _payload(
             tokenizer=str(spec.tokenizer) if spec.tokenizer else None,
             prompt_seed=spec.prompt_seed,
             allow_prompt_mismatch=spec.allow_prompt_mismatch,
+            prompt_set=spec.prompt_set.record() if spec.prompt_set is not None else None,
+            sampling=sampling_record(spec),
+            chat_template=chat_template_record(spec),
         ),
         figures=figures,
+        categories=categories,
         iterations=iterations,
         acceptance=acc,
         acceptance_raw=raw_acc,
@@ -678,7 +822,7 @@ def _payload(
         tokSOut=figures.decode_tok_s.mean if figures.decode_tok_s else 0.0,
         ttftMs=figures.ttft_ms.mean if figures.ttft_ms else 0.0,
         tokSTotal=_mean(total_rate) if total_rate else None,
-        promptTokens=spec.prompt_tokens,
+        promptTokens=prompt_tokens,
         outputTokens=spec.max_tokens,
         samples=decode,
         sampleStats=sample_stats,

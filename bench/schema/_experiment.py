@@ -175,6 +175,59 @@ class ModelPin(StrictModel):
         return self.path.removeprefix("/models/")
 
 
+class DatasetPin(StrictModel):
+    """A prompt set from a dataset on the Hugging Face hub, pinned like weights: the GPU host
+    fetches ``file`` of ``hf_id`` at ``revision`` and checks its sha256 (the pins lock records
+    both). Schema only here: the runner reads local files; the Ansible models stage is the
+    place that will fetch it."""
+
+    hf_id: str = Field(pattern=r"^[\w.-]+/[\w.-]+$")
+    revision: str = Field(description="40-hex commit, or 'unresolved'")
+    file: str = Field(min_length=1, description="the JSONL file inside the dataset repository")
+    sha256: str = Field(description="sha256 of that file, or 'unresolved'")
+
+    @field_validator("revision")
+    @classmethod
+    def _rev(cls, v: str) -> str:
+        if v != UNRESOLVED and not _REVISION_RE.fullmatch(v):
+            raise ValueError("must be a 40-hex commit or explicitly 'unresolved'")
+        return v
+
+    @field_validator("sha256")
+    @classmethod
+    def _sha(cls, v: str) -> str:
+        if v != UNRESOLVED and not re.fullmatch(r"[0-9a-f]{64}", v):
+            raise ValueError("must be 64 lowercase hex digits or 'unresolved'")
+        return v
+
+
+class PromptSetSpec(StrictModel):
+    """Prompts with a category each, sent through the engine's chat template: a local JSONL
+    file (``path``, relative to the experiment file, with its ``sha256``) or a pinned dataset.
+    Each line: ``{"category": ..., "messages": [...]}`` or ``{"category": ..., "prompt": ...}``.
+    Each category is measured as its own windows."""
+
+    name: Name
+    path: str | None = Field(default=None, description="JSONL file, relative to the experiment")
+    sha256: str | None = Field(default=None, description="sha256 of the file's bytes")
+    dataset: DatasetPin | None = None
+
+    @field_validator("sha256")
+    @classmethod
+    def _sha(cls, v: str | None) -> str | None:
+        if v is not None and not re.fullmatch(r"[0-9a-f]{64}", v):
+            raise ValueError("must be 64 lowercase hex digits")
+        return v
+
+    @model_validator(mode="after")
+    def _one_source(self) -> PromptSetSpec:
+        if (self.path is None) == (self.dataset is None):
+            raise ValueError("give exactly one of 'path' (a local JSONL file) and 'dataset'")
+        if self.path is not None and self.sha256 is None:
+            raise ValueError("a local prompt set needs its sha256 (sha256sum of the file)")
+        return self
+
+
 class WorkloadSpec(StrictModel):
     """The matched request workload; the seed's lmx speed-test settings."""
 
@@ -201,6 +254,16 @@ class WorkloadSpec(StrictModel):
         description="greedy requests re-sent with logprobs after a configuration's last level, "
         "per level, for the lossless check (None: the runner's default; 0: none, for an engine "
         "that cannot serve logprobs)",
+    )
+    prompt_set: PromptSetSpec | None = Field(
+        default=None,
+        description="real-text prompts by category instead of the exact-length synthetic ones "
+        "(prompt_tokens then only sizes plan's estimate)",
+    )
+    enable_thinking: bool | None = Field(
+        default=None,
+        description="sent as chat_template_kwargs.enable_thinking (None: not sent, the "
+        "template's default); recorded in every payload",
     )
 
     @field_validator("concurrency")
@@ -418,6 +481,11 @@ class Experiment(StrictModel):
         for key, m in self.models.items():
             if m.revision == UNRESOLVED:
                 out.append(f"models.{key}.revision ({m.hf_id})")
+        ps = self.workload.prompt_set
+        if ps is not None and ps.dataset is not None:
+            for what in ("revision", "sha256"):
+                if getattr(ps.dataset, what) == UNRESOLVED:
+                    out.append(f"workload.prompt_set.dataset.{what} ({ps.dataset.hf_id})")
         return out
 
     def lock_dict(self) -> dict[str, Any]:

@@ -38,6 +38,12 @@ from bench.schema._telemetry import TelemetrySummary
 PAYLOAD_SCHEMA: Final = "specbench.payload/1"
 
 
+def _absent(value: object) -> bool:
+    """Fields added after payload/1 was first written are left out while unset, so a payload
+    without them reads and writes back byte for byte as before."""
+    return value is None or value == []
+
+
 class SampleStats(StrictModel):
     """lmx's ``sampleStats`` block (over the per-iteration ``samples``)."""
 
@@ -80,6 +86,35 @@ class EngineFlags(StrictModel):
         return self
 
 
+class RequestSpecTokens(StrictModel):
+    """One request's speculative counts as the engine reported them in its response.
+
+    SGLang 0.5.19 (request ``return_spec_tokens_details: true``): the stream's ``sglext``
+    chunk, ``sglext.spec_tokens_details`` (srt/entrypoints/openai/protocol.py:418-443
+    ``SpecTokensDetails``; filled in srt/managers/tokenizer_manager.py:2796-2853:
+    proposed = verify_ct x (speculative_num_draft_tokens - 1), accept_length =
+    completion_tokens / verify_ct). vLLM 0.33.0 (server flag
+    ``--per-request-spec-decode-metrics summary``): the usage chunk's
+    ``metrics.speculative_decoding`` (entrypoints/generate/base/protocol.py:100-119)."""
+
+    source: Literal["sglang sglext.spec_tokens_details", "vllm metrics.speculative_decoding"]
+    verify_steps: NonNegativeInt = Field(description="spec_verify_ct / num_spec_steps")
+    accepted_tokens: NonNegativeInt = Field(
+        description="spec_num_correct_drafts / num_accepted_draft_tokens"
+    )
+    draft_tokens: NonNegativeInt = Field(description="spec_num_proposed_drafts / num_draft_tokens")
+    acceptance_rate: NonNegativeFloat | None = Field(
+        default=None, description="as the engine sent it (spec_accept_rate / draft_acceptance_rate)"
+    )
+    accept_length: NonNegativeFloat | None = Field(
+        default=None, description="spec_accept_length / mean_acceptance_length, as sent"
+    )
+    histogram: list[NonNegativeInt] = Field(
+        default_factory=list,
+        description="verify steps that accepted exactly j draft tokens, j = 0..k",
+    )
+
+
 class RequestRecord(MutableModel):
     """One streamed request as the client saw it. ``sent_at`` is the client's monotonic clock
     (``time.perf_counter``) at send; every other time is seconds relative to it.
@@ -112,6 +147,16 @@ class RequestRecord(MutableModel):
     http_status: int | None = None
     error: str | None = None
     reasons: list[str] = Field(default_factory=list)
+    category: str | None = Field(
+        default=None,
+        exclude_if=_absent,
+        description="the prompt set's category of this request's prompt",
+    )
+    spec_tokens: RequestSpecTokens | None = Field(
+        default=None,
+        exclude_if=_absent,
+        description="the engine's own per-request speculative counts, when it sent them",
+    )
 
     @field_validator("chunk_times")
     @classmethod
@@ -171,6 +216,11 @@ class IterationRecord(MutableModel):
         default=None, description="total completion tokens / (last token - first send)"
     )
     acceptance: AcceptanceDelta | None = None
+    category: str | None = Field(
+        default=None,
+        exclude_if=_absent,
+        description="the prompt set's category this iteration's prompts are of",
+    )
     server_ttft_ms: float | None = Field(
         default=None,
         description="the server's own mean TTFT over this window (its TTFT histogram's deltas)",
@@ -241,6 +291,89 @@ class Workload(StrictModel):
         description="run with --allow-prompt-mismatch: a server prompt count other than "
         "prompt_tokens is a warning, not an invalid run",
     )
+    prompt_set: PromptSetRecord | None = Field(
+        default=None,
+        exclude_if=_absent,
+        description="the prompt set the prompts came from (None: the exact-length synthetic "
+        "prompts; prompt_tokens is then their exact length, else the mean server count)",
+    )
+    sampling: SamplingRecord | None = Field(
+        default=None,
+        exclude_if=_absent,
+        description="the sampling settings every measured request carried",
+    )
+    chat_template: ChatTemplateRecord | None = Field(
+        default=None,
+        exclude_if=_absent,
+        description="the chat template the engine applied, as far as known",
+    )
+
+
+class SamplingRecord(StrictModel):
+    """What every measured request asked for, verbatim from the request body."""
+
+    temperature: NonNegativeFloat
+    top_p: float | None = Field(default=None, description="None: not sent (engine default)")
+    top_k: int | None = Field(default=None, description="None: not sent (engine default)")
+    max_tokens: OutputTokens
+    ignore_eos: bool
+
+
+class ChatTemplateRecord(StrictModel):
+    """The chat template of the requests: ``/v1/chat/completions`` applies the served model's
+    template. Neither pinned engine reports the template over HTTP; what is known is recorded:
+    the ``chat_template_kwargs`` sent, and the template's sha256 where the runner had the
+    model's tokenizer files (``tokenizer_config.json`` chat_template or chat_template.jinja)."""
+
+    kwargs: dict[str, Any] = Field(
+        default_factory=dict, description="the request's chat_template_kwargs ({}: none sent)"
+    )
+    enable_thinking: bool | None = Field(
+        default=None, description="as sent in chat_template_kwargs; None: the template default"
+    )
+    sha256: str | None = Field(default=None, description="sha256 of the template text, if read")
+    source: str = Field(description="where the template (or what is known of it) came from")
+
+
+class PromptSetRecord(StrictModel):
+    """A prompt set as the runner read it."""
+
+    name: str
+    sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
+    source: str = Field(description="the local file, or the dataset id@revision")
+    prompts: dict[str, NonNegativeInt] = Field(description="prompts per category")
+
+
+class CategoryRequestAcceptance(StrictModel):
+    """The engine's per-request counts summed over one category window, and whether they
+    agree with the /metrics counter deltas of the same window."""
+
+    source: str
+    requests: NonNegativeInt
+    verify_steps: NonNegativeInt
+    draft_tokens: NonNegativeInt
+    accepted_tokens: NonNegativeInt
+    acceptance_rate: NonNegativeFloat | None = None
+    agrees_with_counters: bool | None = Field(
+        default=None, description="None: no counter delta to compare with"
+    )
+    check: str = Field(default="", description="what was compared, and the figures")
+
+
+class CategoryWindow(StrictModel):
+    """One category of a prompt set, measured as its own windows (warmup, then iterations,
+    each scraped before and after): its figures and its acceptance."""
+
+    category: str
+    prompts: NonNegativeInt
+    iterations: list[NonNegativeInt] = Field(description="its measured iterations' indices")
+    valid_iterations: NonNegativeInt
+    decode_tok_s: Summary | None = None
+    aggregate_tok_s: Summary | None = None
+    ttft_ms: Summary | None = None
+    prompt_tokens_mean: NonNegativeFloat | None = None
+    acceptance: AcceptanceDelta | None = None
+    request_acceptance: CategoryRequestAcceptance | None = None
 
 
 class RunInfo(StrictModel):
@@ -427,6 +560,11 @@ class Evidence(StrictModel):
     logprob_probes: LogprobProbes | None = Field(
         default=None, description="greedy requests re-sent with logprobs after the timed ones"
     )
+    categories: list[CategoryWindow] = Field(
+        default_factory=list,
+        exclude_if=_absent,
+        description="per category of a prompt set (empty: synthetic)",
+    )
 
 
 class Payload(StrictModel):
@@ -537,10 +675,13 @@ def check_payload(p: Payload, f: str = "<payload>") -> list[Problem]:
     if p.engineFlags.concurrency != wl.concurrency:
         err("$.engineFlags.concurrency", "differs from evidence.workload.concurrency")
     measured = [it for it in ev.iterations if not it.warmup]
-    if len(measured) != wl.iterations:
+    # a prompt set's categories are each measured as their own windows of `iterations`
+    windows = len(wl.prompt_set.prompts) if wl.prompt_set is not None else 1
+    if len(measured) != wl.iterations * windows:
+        per = f" x {windows} categories" if wl.prompt_set is not None else ""
         err(
             "$.evidence.iterations",
-            f"{len(measured)} measured iterations, workload says {wl.iterations}",
+            f"{len(measured)} measured iterations, workload says {wl.iterations}{per}",
         )
     if ev.validity.valid:
         if p.samples and not _close(p.tokSOut, sum(p.samples) / len(p.samples)):

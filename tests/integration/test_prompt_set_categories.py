@@ -1,0 +1,97 @@
+"""Issue 37: a categorised prompt set measured on the emulator, both engine shapes. Each
+category runs as its own windows; the emulator's profile accepts a fixed number of draft
+tokens per verify step for each category (bench/emulator/profiles/*: ``spec.categories``), so
+each category's acceptance rate is known exactly: accepted / k. SGLang's per-request counts
+(``return_spec_tokens_details``) are asked for, read and checked against the counters."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from bench.emulator import serve_in_thread
+from bench.emulator.runner import resolve_profile
+from bench.measure import RunSpec, measure, read_prompt_set
+from bench.schema import Hardware, check_payload
+
+PROMPTS = Path(__file__).resolve().parents[2] / "bench" / "prompts" / "categories-small.jsonl"
+HW = Hardware.model_validate(
+    {
+        "hwClass": "DISCRETE_GPU",
+        "gpuName": "RTX 3090",
+        "gpuCount": 1,
+        "vramGb": 24,
+        "gpus": [{"name": "RTX 3090", "vramGb": 24}],
+        "cpu": "test cpu",
+        "ramGb": 64,
+        "os": "linux",
+    }
+)
+
+
+@pytest.mark.parametrize(
+    ("engine", "profile", "k"), [("vllm", "vllm-dflash", 4), ("sglang", "sglang-mtp", 2)]
+)
+def test_each_category_gets_the_acceptance_its_profile_fixes(
+    engine: str, profile: str, k: int
+) -> None:
+    prof = resolve_profile(engine, profile, time_scale=0.02)
+    assert prof.spec is not None
+    want = {c.name: min(c.accepted, k) / k for c in prof.spec.categories}
+    assert len(set(want.values())) == len(want)  # the categories differ by construction
+    ps = read_prompt_set(PROMPTS, "categories-small", None, "test")
+    handle = serve_in_thread(engine, prof)
+    try:
+        assert handle.wait_ready(30)
+        spec = RunSpec(
+            engine=engine,
+            base_url=handle.base_url,
+            hf_id="x/y",
+            served_model=prof.served_model,
+            quantization="GPTQ-4bit",
+            hardware=HW,
+            spec_method="dflash" if engine == "vllm" else "mtp",
+            spec_num_tokens=k,
+            prompt_tokens=64,
+            max_tokens=13,
+            concurrency=2,
+            warmup=1,
+            iterations=2,
+            logprob_probes=0,
+            prompt_set=ps,
+            enable_thinking=False,
+        )
+        payload = measure(spec)
+    finally:
+        handle.stop()
+    ev = payload.evidence
+    assert ev.validity.valid, ev.validity.reasons
+    assert [p for p in check_payload(payload) if p.severity == "error"] == []
+    got = {c.category: c for c in ev.categories}
+    assert list(got) == ["code", "factual", "prose"]
+    for cat, window in got.items():
+        assert len(window.iterations) == 2 and window.valid_iterations == 2
+        for it in ev.iterations:
+            if it.index in window.iterations:
+                assert it.category == cat and all(r.category == cat for r in it.requests)
+        req = window.request_acceptance
+        if engine == "vllm":
+            # vLLM's counters count every verified draft: the rate is exact
+            assert window.acceptance is not None
+            assert window.acceptance.acceptance_rate == pytest.approx(want[cat], abs=1e-12)
+            assert req is None  # nothing per request without --per-request-spec-decode-metrics
+        else:
+            assert req is not None and req.source == "sglang sglext.spec_tokens_details"
+            assert req.requests == 4
+            assert req.acceptance_rate == pytest.approx(want[cat], abs=1e-12)
+            assert req.agrees_with_counters is True, req.check
+    wl = ev.workload
+    assert wl.prompt_set is not None and wl.prompt_set.prompts == {
+        "code": 3,
+        "factual": 3,
+        "prose": 3,
+    }
+    assert wl.chat_template is not None and wl.chat_template.kwargs == {"enable_thinking": False}
+    assert wl.sampling is not None and wl.sampling.temperature == 0.0
+    assert wl.sampling.max_tokens == 13 and wl.sampling.ignore_eos
