@@ -31,6 +31,7 @@ from typing import Any
 
 import pytest
 import yaml
+from needs import missing_tool
 from test_ansible_fresh_host import _changed_tasks as _changed
 from test_ansible_fresh_host import _failures
 from test_sglang_image import standin  # noqa: F401  (the stand-in SGLang base, a fixture)
@@ -53,9 +54,7 @@ def _free_port() -> int:
 @pytest.fixture(scope="module")
 def registry(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     if not os.path.exists(REGISTRY_BIN):
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"{REGISTRY_BIN} missing: .ci/run installs docker-registry")
-        pytest.skip(f"{REGISTRY_BIN} missing (apt-get install docker-registry)")
+        missing_tool(REGISTRY_BIN, "apt-get install docker-registry; .ci/run installs it")
     tmp = tmp_path_factory.mktemp("registry")
     addr = f"127.0.0.1:{_free_port()}"
     config = {

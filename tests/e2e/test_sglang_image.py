@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from needs import missing_tool
 
 from bench.engines.upstream import cache_dir, ensure_source, pinned_packages
 
@@ -46,7 +47,7 @@ def _patch_tool(dest: Path) -> None:
         return
     host = shutil.which("patch")
     if host is None:
-        pytest.skip("no GNU patch .deb or binary to put in the stand-in base")
+        missing_tool("GNU patch (.deb or binary) for the stand-in", "apt-get install patch")
     shutil.copyfile(host, dest / "patch")
 
 

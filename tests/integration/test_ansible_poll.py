@@ -15,7 +15,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
+from needs import missing_tool
 
 REPO = Path(__file__).resolve().parents[2]
 POLL = REPO / "ansible" / "roles" / "benchmark" / "tasks" / "poll.yml"
@@ -48,7 +48,7 @@ PLAYBOOK = """
 
 def _play(tmp_path: Path, script: str) -> subprocess.CompletedProcess[str]:
     if not (BIN / "ansible-playbook").exists():
-        pytest.skip("ansible-playbook is not in this venv (make setup)")
+        missing_tool("ansible-playbook (in the venv)", "make setup")
     book = tmp_path / "poll.yml"
     book.write_text(PLAYBOOK.format(script=script, poll=POLL))
     env = {

@@ -19,8 +19,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import pytest
 import yaml
+from needs import missing_tool
 
 REPO = Path(__file__).resolve().parents[2]
 ROLE = REPO / "ansible" / "roles" / "verify"
@@ -62,7 +62,7 @@ def _render(value: Any, variables: dict[str, Any]) -> Any:
 
 def _setup(tmp_path: Path, password: str) -> tuple[list[str], dict[str, str], Path]:
     if not (BIN / "ansible").exists():
-        pytest.skip("ansible is not in this venv (make setup)")
+        missing_tool("ansible (in the venv)", "make setup")
     repo = tmp_path / "repo"
     (repo / "tests" / "infra").mkdir(parents=True)
     (repo / "tests" / "infra" / "test_sudo.py").write_text(CHECK)

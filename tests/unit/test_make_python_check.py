@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from needs import missing_tool
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -27,7 +28,7 @@ esac
 @pytest.fixture
 def scratch(tmp_path: Path) -> Path:
     if shutil.which("make") is None:
-        pytest.skip("no make")
+        missing_tool("make", "apt-get install make")
     for rel in ("Makefile", "pyproject.toml", "uv.lock", "requirements/uv.txt",
                 "scripts/check_python.sh"):  # fmt: skip
         (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
