@@ -83,7 +83,7 @@ def with_prompt_set_path(exp: Experiment, source: str) -> Experiment:
     ps = exp.workload.prompt_set
     if ps is None or ps.path is None or Path(ps.path).is_absolute():
         return exp
-    where = str(Path(source).resolve().parent / ps.path)
+    where = str((Path(source).resolve().parent / ps.path).resolve())
     workload = exp.workload.model_copy(update={"prompt_set": ps.model_copy(update={"path": where})})
     return exp.model_copy(update={"workload": workload})
 

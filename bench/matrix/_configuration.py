@@ -323,13 +323,15 @@ def run_configuration(ctx: RunContext, cfg: Configuration, outcome: Outcome) -> 
         on_gpu = image.device == "cuda"
         stats_wait = engine.stats_interval_s if on_gpu and not opts.emulated else None
         prompt_set = experiment_prompt_set(exp.workload.prompt_set)
+        # each category of a prompt set is measured as its own windows
+        per_level = (warmup + iterations) * (len(prompt_set.categories()) if prompt_set else 1)
         for k in exp.levels_for(cfg):
             if opts.resume and arts.finished(cfg.name, [k], accept_invalid=expected):
                 # An interrupted configuration resumes at the level in flight: finished
                 # levels are never measured (or rewritten) again.
                 outcome.payloads.append(arts.payload(cfg.name, k))
-                done += warmup + iterations
-                progress.advance(warmup + iterations)
+                done += per_level
+                progress.advance(per_level)
                 progress.log(f"{cfg.name} c={k}: finished earlier, skipped (--resume)")
                 continue
             progress.say(f"{cfg.name} c={k}")
@@ -377,7 +379,7 @@ def run_configuration(ctx: RunContext, cfg: Configuration, outcome: Outcome) -> 
             payload: Payload = measured.payload
             if interrupted.is_set():  # never write a payload whose measurement was cut short
                 raise KeyboardInterrupt
-            done += warmup + iterations
+            done += per_level
             window = level_window(server, mark, engine.periodic_patterns(cfg), stats_wait)
             log = server.log_text()
             findings = scan_log(log, engine.load_patterns, cfg.speculative)

@@ -12,6 +12,7 @@ from __future__ import annotations
 from bench.core import StrictModel
 from bench.emulator.runner import resolve_profile
 from bench.engines import DEFAULT_MODEL_CACHE, flag_value, get_engine, plan_entries
+from bench.measure import experiment_prompt_set
 from bench.schema import Configuration, Experiment
 
 
@@ -44,6 +45,7 @@ def estimate(
     n = (w.warmup if warmup is None else warmup) + (
         w.iterations if iterations is None else iterations
     )
+    n *= len(categories(experiment)) or 1  # each category is its own windows
     measure_s = sum(
         n * profile.iteration_s(w.prompt_tokens, w.max_tokens, c)
         for c in experiment.levels_for(cfg)
@@ -51,6 +53,16 @@ def estimate(
     return ConfigurationEstimate(
         name=cfg.name, start_s=profile.load_s + profile.warmup_s, measure_s=measure_s
     )
+
+
+def categories(experiment: Experiment) -> list[str]:
+    """The categories of the experiment's local prompt set (read and checked against its
+    sha256: exit 2 on a bad file); [] for the synthetic workload or a dataset not fetched."""
+    ps = experiment.workload.prompt_set
+    if ps is None or ps.path is None:
+        return []
+    loaded = experiment_prompt_set(ps)
+    return loaded.categories() if loaded is not None else []
 
 
 def duration(seconds: float) -> str:
@@ -75,6 +87,25 @@ def render_plan(
         f" warmup {w.warmup}, iterations {w.iterations}.",
         "",
     ]
+    if w.prompt_set is not None:
+        cats = categories(experiment)
+        where = w.prompt_set.path or f"dataset {w.prompt_set.dataset}"
+        each = (
+            f"{len(cats)} categories ({', '.join(cats)}), each measured as its own windows "
+            "(warmup + iterations per category and level)"
+            if cats
+            else "categories unknown until the dataset is fetched (estimated as one window)"
+        )
+        thinking = (
+            "not sent (template default)"
+            if w.enable_thinking is None
+            else str(w.enable_thinking).lower()
+        )
+        lines += [
+            f"Prompt set `{w.prompt_set.name}` ({where}): {each}; real text through the chat "
+            f"template, enable_thinking {thinking}; prompt_tokens only sizes this estimate.",
+            "",
+        ]
     estimates = [estimate(experiment, cfg) for cfg in experiment.select(only)]
     total = sum(e.total_s for e in estimates)
     lines += [

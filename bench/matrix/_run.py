@@ -57,6 +57,7 @@ from bench.matrix._options import (
     Outcome,
     TelemetryFactory,
 )
+from bench.matrix._plan import categories
 from bench.matrix._resume import (
     Interrupted,
     check_resume,
@@ -258,7 +259,8 @@ def _run_matrix(
         telemetry = _default_telemetry(opts.emulated)
     warmup = opts.warmup if opts.warmup is not None else exp.workload.warmup
     iterations = opts.iterations if opts.iterations is not None else exp.workload.iterations
-    per_level = warmup + iterations
+    # a prompt set's categories are each measured as their own windows
+    per_level = (warmup + iterations) * (len(categories(exp)) or 1)
     total = sum(len(exp.levels_for(c)) * per_level for c in selected)
     outcomes: list[Outcome] = []
     ctx: RunContext | None = None

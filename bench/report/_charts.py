@@ -49,7 +49,7 @@ class ChartSpec(StrictModel):
     file: str
     alt: str
     title: str
-    kind: Literal["bars", "lines"]
+    kind: Literal["bars", "lines", "groups"]
     ylabel: str
     xlabel: str | None = None
     labels: list[str] = Field(default_factory=list)
@@ -185,7 +185,40 @@ def chart_specs(
                 ylim=(0.0, 100.0),
             )
         )
+    specs.append(category_spec(single, simulated, label))
     return [s for s in specs if s is not None]
+
+
+def category_spec(
+    single: Sequence[RunView], simulated: bool, label: Labeller = _label
+) -> ChartSpec | None:
+    """Acceptance rate by prompt category (x) for each speculative configuration (one bar of
+    each group); None when no run measured a prompt set with acceptance."""
+    runs = [r for r in single if any(c.acceptance_rate is not None for c in r.categories)]
+    if not runs:
+        return None
+    cats = list(dict.fromkeys(c.category for r in runs for c in r.categories))
+    series = []
+    for r in runs:
+        rate = {c.category: c.acceptance_rate for c in r.categories}
+        series.append(
+            Series(
+                label=label(r),
+                x=[float(i) for i in range(len(cats))],
+                y=[100.0 * (rate.get(c) or 0.0) for c in cats],
+            )
+        )
+    return ChartSpec(
+        role="categories",
+        file="categories.svg",
+        alt="Acceptance by prompt category chart",
+        title=_title("Acceptance rate by prompt category (accepted / draft tokens)", simulated),
+        kind="groups",
+        ylabel="acceptance rate, %",
+        labels=cats,
+        series=series,
+        ylim=(0.0, 100.0),
+    )
 
 
 # -- drawing ----------------------------------------------------------------------------------

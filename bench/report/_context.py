@@ -8,6 +8,7 @@ from collections.abc import Callable
 from typing import Any
 
 from bench.core import TOY_MODEL_BANNER, StrictModel
+from bench.report._categories import CategorySection, category_section, category_tests
 from bench.report._claims import (
     ALPHA,
     Comparison,
@@ -171,6 +172,7 @@ class ReportContext:
     sweeps: list[ConcurrencySweep]
     no_sweep: list[RunView]
     speedups: list[Speedup]
+    categories: CategorySection | None
     reference: RunSet | None
     side_by_side: list[SideBySide]
     valid_count: int
@@ -194,7 +196,7 @@ def build_context(rs: RunSet, reference: RunSet | None = None) -> ReportContext:
     single_all = single_request(rs.runs)
     single = speculative(single_all)
     baselines = [r for r in single_all if r.method == "NONE"]
-    family: Family = claim_family(rs, single, baselines, depth_tests(rs))
+    family: Family = claim_family(rs, single, baselines, {**depth_tests(rs), **category_tests(rs)})
     ranked_runs = ranking(single)
     ranked = [
         Ranked(
@@ -308,6 +310,7 @@ def build_context(rs: RunSet, reference: RunSet | None = None) -> ReportContext:
         sweeps=sw,
         no_sweep=no_sweep,
         speedups=speedups,
+        categories=category_section(rs, family),
         reference=reference,
         side_by_side=side_by_side(rs, reference) if reference is not None else [],
         valid_count=sum(1 for r in rs.runs if r.valid),

@@ -26,6 +26,7 @@ from bench.report._machine import (
     telemetry_view,
 )
 from bench.report._model import (
+    CategoryView,
     CommandBlock,
     ConfigInfo,
     Figure,
@@ -156,7 +157,41 @@ def run_view(p: Payload, stem: str, log_lines: dict[str, list[str]] | None = Non
         telemetry_note=tele_note,
         server_log=p.evidence.server_log,
         launch=p.evidence.launch,
+        categories=category_views(p),
+        prompt_set=f"{ps.name}@{ps.sha256[:12]}"
+        if (ps := p.evidence.workload.prompt_set)
+        else None,
+        enable_thinking=tpl.enable_thinking if (tpl := p.evidence.workload.chat_template) else None,
     )
+
+
+def category_views(p: Payload) -> tuple[CategoryView, ...]:
+    """Each category window of a prompt-set payload, with its per-iteration decode samples."""
+    out: list[CategoryView] = []
+    for c in p.evidence.categories:
+        samples = [
+            float(it.per_stream_mean_tok_s)
+            for it in p.evidence.iterations
+            if it.category == c.category
+            and not it.warmup
+            and it.valid
+            and it.per_stream_mean_tok_s is not None
+        ]
+        acc, req = c.acceptance, c.request_acceptance
+        out.append(
+            CategoryView(
+                category=c.category,
+                prompts=c.prompts,
+                decode=_figure(c.decode_tok_s, samples),
+                acceptance_rate=acc.acceptance_rate if acc else None,
+                mean_acceptance_length=acc.mean_acceptance_length if acc else None,
+                request_rate=req.acceptance_rate if req else None,
+                request_source=req.source if req else None,
+                request_agrees=req.agrees_with_counters if req else None,
+                request_check=req.check if req else "",
+            )
+        )
+    return tuple(out)
 
 
 def _read_json(path: Path) -> dict[str, Any] | None:

@@ -75,6 +75,24 @@ class RequestOutput(StrictModel):
     )
 
 
+class CategoryView(StrictModel):
+    """One prompt category of a run (a prompt-set workload): its own windows' figures."""
+
+    category: str
+    prompts: int = 0
+    decode: Figure = Figure()
+    acceptance_rate: float | None = None
+    mean_acceptance_length: float | None = None
+    request_rate: float | None = Field(
+        default=None, description="acceptance from the engine's per-request counts"
+    )
+    request_source: str | None = None
+    request_agrees: bool | None = Field(
+        default=None, description="per-request counts agree with the counters (None: unchecked)"
+    )
+    request_check: str = ""
+
+
 class RunView(StrictModel):
     """One configuration at one concurrency level (one payload, or one published row)."""
 
@@ -126,6 +144,11 @@ class RunView(StrictModel):
         default=(), description="greedy requests re-sent with logprobs after the timed ones"
     )
     probes_note: str | None = Field(default=None, description="what went wrong with the probes")
+    categories: tuple[CategoryView, ...] = Field(
+        default=(), description="per prompt category (a prompt-set workload); empty: synthetic"
+    )
+    prompt_set: str | None = Field(default=None, description="the prompt set's name@sha256[:12]")
+    enable_thinking: bool | None = None
 
 
 class ConfigInfo(StrictModel):

@@ -159,9 +159,38 @@ def lines_svg(spec: dict[str, Any]) -> list[str]:
     return out
 
 
+def groups_svg(spec: dict[str, Any]) -> list[str]:
+    """Grouped bars: one group per label (x), one bar per series in it, a legend."""
+    labels: Sequence[str] = spec["labels"]
+    series: Sequence[dict[str, Any]] = spec["series"]
+    high = max((y for s in series for y in s["y"]), default=1.0)
+    ticks, y_of = _y_axis(spec, high)
+    out = _frame(spec, ticks, y_of)
+    slot = (WIDTH - LEFT - RIGHT) / max(len(labels), 1)
+    w = slot * 0.8 / max(len(series), 1)
+    for i, label in enumerate(labels):
+        x0 = LEFT + slot * i + slot * 0.1
+        for n, s in enumerate(series):
+            v = float(s["y"][i])
+            top = y_of(v)
+            out.append(
+                f"<rect x='{x0 + n * w:.1f}' y='{top:.1f}' width='{w * 0.9:.1f}' "
+                f"height='{y_of(ticks[0]) - top:.1f}' fill='{PALETTE[n % len(PALETTE)]}'>"
+                f"<title>{escape(s['label'])}, {escape(label)}: {_num(v)}</title></rect>"
+            )
+        out.append(_text(LEFT + slot * (i + 0.5), HEIGHT - BOTTOM + 14, label, size=10))
+    for n, s in enumerate(series):
+        ly = TOP + 14 + 15 * n
+        color = PALETTE[n % len(PALETTE)]
+        out.append(f"<rect x='{LEFT + 10}' y='{ly - 8}' width='12' height='8' fill='{color}'/>")
+        out.append(_text(LEFT + 27, ly, s["label"], size=9, anchor="start"))
+    return out
+
+
 def chart_svg(spec: dict[str, Any]) -> str:
     """One chart as an SVG document."""
-    body = bars_svg(spec) if spec["kind"] == "bars" else lines_svg(spec)
+    draw = {"bars": bars_svg, "lines": lines_svg, "groups": groups_svg}[spec["kind"]]
+    body = draw(spec)
     head = (
         f"<svg xmlns='http://www.w3.org/2000/svg' width='{WIDTH}' height='{HEIGHT}' "
         f"viewBox='0 0 {WIDTH} {HEIGHT}' role='img' aria-label={quoteattr(spec['alt'])}>"
