@@ -107,7 +107,7 @@ CASES = [
     Case("report missing", 2, "missing"),
     Case("report adir", 2, "adir"),
     Case("report art --out afile/r", 2, "--out"),
-    Case("report art --reference missing --out r", 2, "missing"),
+    Case("report art --reference missing --out r", 2, "--reference"),
     Case("report art --reference art --out r", 2, "art"),
     Case("publish missing --out b", 2, "missing"),
     Case("publish art --out afile/b", 2, "--out"),
