@@ -9,6 +9,10 @@ To finish in well under a minute on 2 cores, the demo shortens the workload (``D
 fewer output tokens, one warmup and three measured iterations) and runs the emulator at
 ``DEMO_TIME_SCALE``; the experiment it really ran is written next to the report
 (``experiment.yaml``) and recorded in the artifacts' lock and provenance.
+
+Part 2 (``run_categories_demo``, ``specbench demo --no-categories`` skips it): the seed host's
+categories experiment (a prompt set of real text by category) into ``<out>/categories``, whose
+report has the section on acceptance and speedup by prompt category, SIMULATED as well.
 """
 
 from __future__ import annotations
@@ -39,6 +43,18 @@ DEMO_WORKLOAD: dict[str, Any] = {
     # 2 logprob probes a level, not the runner's 8: the demo's healthy runs are identical to
     # their baselines, so the lossless check never needs them, and 8 cost ~5 s of a ~23 s demo
     "logprob_probes": 2,
+}
+
+
+#: the second part of the demo (issue 37): the seed host's categories experiment, every
+#: configuration, over the categorised prompt set, shortened like the seed's
+CATEGORIES_EXPERIMENT = EXPERIMENTS_DIR / "qwen38-27b-gptq-2x3090-categories.yaml"
+CATEGORIES_WORKLOAD: dict[str, Any] = {
+    "max_tokens": 64,
+    "warmup": 1,
+    "iterations": 3,
+    "concurrency": [1, 4],
+    "logprob_probes": 0,
 }
 
 
@@ -105,6 +121,51 @@ def run_demo(
         warmup=warmup,
         show_progress=show_progress,
         # every emulator starts at once: their start-ups overlap (a third of the demo's time)
+        prestart=True,
+    )
+    result = run_matrix(exp, opts, experiment_path=exp_path)
+    return result, render(artifacts, out)
+
+
+def categories_document(workload: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The categories experiment's document with the demo's workload; its prompt set's path
+    made absolute (the document is written elsewhere)."""
+    doc: dict[str, Any] = yaml.safe_load(CATEGORIES_EXPERIMENT.read_text())
+    ps = dict(doc["workload"]["prompt_set"])
+    ps["path"] = str((CATEGORIES_EXPERIMENT.parent / ps["path"]).resolve())
+    extra = CATEGORIES_WORKLOAD if workload is None else workload
+    doc["workload"] = {**doc["workload"], **extra, "prompt_set": ps}
+    return doc
+
+
+def run_categories_demo(
+    out: Path,
+    *,
+    time_scale: float = DEMO_TIME_SCALE,
+    show_progress: bool = True,
+    workload: dict[str, Any] | None = None,
+) -> tuple[MatrixResult, Path]:
+    """The categories experiment on the emulator into ``out`` (artifacts in ``out/artifacts``):
+    its report has the per-category section (SIMULATED). ``workload`` replaces
+    CATEGORIES_WORKLOAD (``{}``: the experiment's own)."""
+    artifacts = out / "artifacts"
+    _check_demo_out(out, artifacts)
+    ensure_dir(out, "--out")
+    if artifacts.exists():
+        remove_tree(artifacts, root=out)
+    exp_path = out / "experiment.yaml"
+    header = (
+        f"# SIMULATED demo, part 2: {CATEGORIES_EXPERIMENT.name} on the emulator at time scale "
+        f"{time_scale:g}, workload {CATEGORIES_WORKLOAD if workload is None else workload}\n"
+    )
+    write_text(exp_path, header + yaml.safe_dump(categories_document(workload), sort_keys=False))
+    exp = load_experiment(exp_path)
+    opts = MatrixOptions(
+        out=artifacts,
+        launcher="process",
+        emulate=True,
+        time_scale=time_scale,
+        show_progress=show_progress,
         prestart=True,
     )
     result = run_matrix(exp, opts, experiment_path=exp_path)

@@ -20,7 +20,7 @@ from bench.core import (
     RunError,
     describe_validation_error,
 )
-from bench.demo import DEMO_TIME_SCALE, demo_banner, run_demo
+from bench.demo import DEMO_TIME_SCALE, demo_banner, run_categories_demo, run_demo
 from bench.engines import DEFAULT_MODEL_CACHE, load_pinned_experiment
 from bench.matrix import MatrixOptions, MatrixResult, render_plan, run_matrix
 
@@ -155,6 +155,14 @@ def demo(
         ),
     ] = False,
     progress: Annotated[bool, typer.Option(help="show the progress bar")] = True,
+    categories: Annotated[
+        bool,
+        typer.Option(
+            "--categories/--no-categories",
+            help="also run the categories experiment (prompt set by category) into "
+            "<out>/categories",
+        ),
+    ] = True,
 ) -> None:
     """The whole pipeline on the emulator (no Docker, no GPU) -> reports/demo/REPORT.md.
 
@@ -169,6 +177,16 @@ def demo(
     )
     _print_outcomes(result)
     typer.echo(f"SIMULATED report: {report}")
+    if categories:
+        typer.echo("SIMULATED demo, part 2: acceptance and speedup by prompt category")
+        result, report = run_categories_demo(
+            out / "categories",
+            time_scale=time_scale,
+            show_progress=progress,
+            workload={} if seed_workload else None,
+        )
+        _print_outcomes(result)
+        typer.echo(f"SIMULATED report by prompt category: {report}")
 
 
 def register(app: typer.Typer) -> None:
