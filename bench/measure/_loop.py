@@ -53,7 +53,7 @@ from bench.measure._client import Connection, RawResponse, chat_body, interpret_
 from bench.measure._gcpause import gc_paused
 from bench.measure._probes import MAX_PROBES, logprob_probes
 from bench.measure._promptset import PromptItem, PromptSet
-from bench.measure._requestacc import category_windows, spec_tokens_of
+from bench.measure._requestacc import SGLANG_REQUEST_FIELD, category_windows, spec_tokens_of
 from bench.measure._validity import MetricsProblem, measurement_reasons, throttle_warnings
 from bench.measure._workload import PromptFactory, load_tokenizer, nonce_stream, prompt_sha256
 from bench.schema import (
@@ -275,7 +275,7 @@ def request_body(
     if spec.enable_thinking is not None:
         body["chat_template_kwargs"] = template_kwargs(spec)
     if asks_spec_tokens(spec):
-        body["return_spec_tokens_details"] = True
+        body[SGLANG_REQUEST_FIELD] = True
     return body
 
 
@@ -326,7 +326,7 @@ def _template_text(tokenizer: Path | None) -> tuple[str | None, str | None]:
 
 async def _server_prompt_count(spec: RunSpec, prompt: str) -> int:
     body = request_body(spec, prompt, max_tokens=1)
-    body.pop("return_spec_tokens_details", None)
+    body.pop(SGLANG_REQUEST_FIELD, None)
     body["ignore_eos"] = False
     for attempt in range(RETRIES + 1):
         conn = Connection(spec.base_url, sse=True)

@@ -44,6 +44,26 @@ from bench.schema import (
 
 SGLANG_SOURCE = "sglang sglext.spec_tokens_details"
 VLLM_SOURCE = "vllm metrics.speculative_decoding"
+#: the request field SGLang 0.5.19 reads (ChatCompletionRequest); vLLM 0.33.0 has none
+SGLANG_REQUEST_FIELD = "return_spec_tokens_details"
+#: (verify steps, accepted, proposed, rate, length, histogram) as each engine names them; the
+#: contract tier checks them against the pinned sources (tests/contract/test_spec_tokens.py)
+SGLANG_FIELDS = (
+    "spec_verify_ct",
+    "spec_num_correct_drafts",
+    "spec_num_proposed_drafts",
+    "spec_accept_rate",
+    "spec_accept_length",
+    "spec_correct_drafts_histogram",
+)
+VLLM_FIELDS = (
+    "num_spec_steps",
+    "num_accepted_draft_tokens",
+    "num_draft_tokens",
+    "draft_acceptance_rate",
+    "mean_acceptance_length",
+    "acceptance_histogram",
+)
 
 
 def _int(v: Any) -> int | None:
@@ -64,43 +84,30 @@ def parse_spec_tokens(obj: dict[str, Any]) -> RequestSpecTokens | None:
     None when it carries none or they are not well formed."""
     ext = obj.get("sglext")
     if isinstance(ext, dict) and isinstance(ext.get("spec_tokens_details"), dict):
-        d = ext["spec_tokens_details"]
-        steps, ok, proposed = (
-            _int(d.get("spec_verify_ct")),
-            _int(d.get("spec_num_correct_drafts")),
-            _int(d.get("spec_num_proposed_drafts")),
-        )
-        if steps is None or ok is None or proposed is None:
-            return None
-        return RequestSpecTokens(
-            source=SGLANG_SOURCE,
-            verify_steps=steps,
-            accepted_tokens=ok,
-            draft_tokens=proposed,
-            acceptance_rate=_num(d.get("spec_accept_rate")),
-            accept_length=_num(d.get("spec_accept_length")),
-            histogram=_hist(d.get("spec_correct_drafts_histogram")),
-        )
+        return _read(ext["spec_tokens_details"], SGLANG_SOURCE, SGLANG_FIELDS)
     metrics = obj.get("metrics")
     sd = metrics.get("speculative_decoding") if isinstance(metrics, dict) else None
     if isinstance(sd, dict):
-        steps, ok, proposed = (
-            _int(sd.get("num_spec_steps")),
-            _int(sd.get("num_accepted_draft_tokens")),
-            _int(sd.get("num_draft_tokens")),
-        )
-        if steps is None or ok is None or proposed is None:
-            return None
-        return RequestSpecTokens(
-            source=VLLM_SOURCE,
-            verify_steps=steps,
-            accepted_tokens=ok,
-            draft_tokens=proposed,
-            acceptance_rate=_num(sd.get("draft_acceptance_rate")),
-            accept_length=_num(sd.get("mean_acceptance_length")),
-            histogram=_hist(sd.get("acceptance_histogram")),
-        )
+        return _read(sd, VLLM_SOURCE, VLLM_FIELDS)
     return None
+
+
+def _read(d: dict[str, Any], source: str, names: tuple[str, ...]) -> RequestSpecTokens | None:
+    steps, ok, proposed, rate, length, hist = names
+    counts = _int(d.get(steps)), _int(d.get(ok)), _int(d.get(proposed))
+    if counts[0] is None or counts[1] is None or counts[2] is None:
+        return None
+    return RequestSpecTokens.model_validate(
+        {
+            "source": source,
+            "verify_steps": counts[0],
+            "accepted_tokens": counts[1],
+            "draft_tokens": counts[2],
+            "acceptance_rate": _num(d.get(rate)),
+            "accept_length": _num(d.get(length)),
+            "histogram": _hist(d.get(hist)),
+        }
+    )
 
 
 def spec_tokens_of(raw: RawResponse) -> RequestSpecTokens | None:
