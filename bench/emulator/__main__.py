@@ -63,6 +63,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="vLLM: log the CUDA graph table every stats interval (as the real flag does)",
     )
     parser.add_argument(
+        "--per-request-spec-decode-metrics",
+        choices=("none", "summary", "detailed"),
+        default=None,
+        help="vLLM: per-request acceptance on the usage chunk (as the real flag does)",
+    )
+    parser.add_argument(
         "--eager",
         action="store_true",
         default=None,
@@ -86,6 +92,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             tensor_parallel=args.tensor_parallel,
             cudagraph_metrics=args.cudagraph_metrics,
             eager=args.eager,
+            per_request_spec_decode_metrics=args.per_request_spec_decode_metrics,
         )
     except (ProfileError, ValueError) as err:
         print(f"bench.emulator: error: {err}", file=sys.stderr)

@@ -371,7 +371,12 @@ class EmulatedEngine:
                         0,
                         formats.sse(
                             formats.vllm_usage_chunk(
-                                r.rid, r.created, model, r.reported_prompt_tokens, r.emitted
+                                r.rid,
+                                r.created,
+                                model,
+                                r.reported_prompt_tokens,
+                                r.emitted,
+                                self._vllm_spec_metrics(r),
                             )
                         ),
                     )
@@ -422,6 +427,15 @@ class EmulatedEngine:
         if finished:
             events.append(("done", 0, formats.SSE_DONE))
         return events
+
+    def _vllm_spec_metrics(self, r: Request) -> dict[str, Any] | None:
+        """vLLM's per-request ``metrics.speculative_decoding``, when the server was started
+        with --per-request-spec-decode-metrics (summary or detailed) and drafted."""
+        level = self.profile.per_request_spec_decode_metrics
+        if level == "none" or not self.k:
+            return None
+        hist = r.accept_histogram or [0] * (self.k + 1)
+        return formats.vllm_spec_decoding_metrics(self.k, hist, level == "detailed")
 
     def _emission(self, i: int) -> Emission:
         """The token at output position ``i`` (bench.emulator.logprobs): the target's greedy

@@ -149,24 +149,53 @@ def vllm_content_chunk(
     )
 
 
-def vllm_usage_chunk(rid: str, created: int, model: str, prompt: int, completion: int) -> str:
+def vllm_usage_chunk(
+    rid: str,
+    created: int,
+    model: str,
+    prompt: int,
+    completion: int,
+    spec: dict[str, Any] | None = None,
+) -> str:
     """Final usage event when ``stream_options.include_usage`` (chat_completion/serving.py:
     855-900); UsageInfo order prompt_tokens, total_tokens, completion_tokens
-    (vllm/entrypoints/serve/engine/protocol.py:135-140); Nones dropped (choices empty)."""
-    return _dumps(
-        {
-            "id": rid,
-            "object": "chat.completion.chunk",
-            "created": created,
-            "model": model,
-            "choices": [],
-            "usage": {
-                "prompt_tokens": prompt,
-                "total_tokens": prompt + completion,
-                "completion_tokens": completion,
-            },
-        }
-    )
+    (vllm/entrypoints/serve/engine/protocol.py:135-140); Nones dropped (choices empty).
+    ``spec``: the per-request ``metrics.speculative_decoding`` a server started with
+    ``--per-request-spec-decode-metrics`` puts on this chunk (serving.py:883-911)."""
+    body: dict[str, Any] = {
+        "id": rid,
+        "object": "chat.completion.chunk",
+        "created": created,
+        "model": model,
+        "choices": [],
+        "usage": {
+            "prompt_tokens": prompt,
+            "total_tokens": prompt + completion,
+            "completion_tokens": completion,
+        },
+    }
+    if spec is not None:
+        body["metrics"] = {"speculative_decoding": spec}
+    return _dumps(body)
+
+
+def vllm_spec_decoding_metrics(k: int, histogram: list[int], detailed: bool) -> dict[str, Any]:
+    """``SpeculativeDecodingMetrics`` (entrypoints/generate/base/protocol.py:100-119) as vLLM
+    0.33.0 builds it (v1/metrics/stats.py:396-422 ``RequestSpecDecodeMetrics.to_dict``) from
+    the verify steps' accepted counts; per-step arrays only at ``detailed`` (not emulated)."""
+    steps = sum(histogram)
+    accepted = sum(j * n for j, n in enumerate(histogram))
+    drafted = steps * k
+    del detailed
+    return {
+        "mean_acceptance_length": 1.0 + accepted / steps if steps else 1.0,
+        "draft_acceptance_rate": accepted / drafted if drafted else 0.0,
+        "acceptance_histogram": list(histogram),
+        "num_spec_steps": steps,
+        "num_accepted_draft_tokens": accepted,
+        "num_draft_tokens": drafted,
+        "num_spec_tokens": k,
+    }
 
 
 def vllm_full_response(

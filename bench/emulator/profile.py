@@ -177,6 +177,8 @@ class Profile(_Strict):
     eager: bool = False
     #: decode step time multiplier when steps run eager (eager_fallback, graphs_unused)
     eager_slowdown: float = Field(default=3.0, ge=1.0)
+    #: vLLM --per-request-spec-decode-metrics: per-request acceptance on the usage chunk
+    per_request_spec_decode_metrics: Literal["none", "summary", "detailed"] = "none"
     failures: FailureSettings = FailureSettings()
 
     @field_validator("decode_step_ms")
@@ -247,6 +249,7 @@ class Profile(_Strict):
         cudagraph_metrics: bool | None = None,
         tensor_parallel: int | None = None,
         eager: bool | None = None,
+        per_request_spec_decode_metrics: str | None = None,
     ) -> Profile:
         """A copy with CLI/test overrides applied (and validated). ``spec_tokens`` runs the
         profile at another speculative depth (``SpecSettings.at_depth``)."""
@@ -272,6 +275,8 @@ class Profile(_Strict):
             data["tensor_parallel"] = tensor_parallel
         if eager is not None:
             data["eager"] = eager
+        if per_request_spec_decode_metrics is not None:
+            data["per_request_spec_decode_metrics"] = per_request_spec_decode_metrics
         return Profile.model_validate(data)
 
 

@@ -37,6 +37,7 @@ def resolve_profile(
     cudagraph_metrics: bool | None = None,
     tensor_parallel: int | None = None,
     eager: bool | None = None,
+    per_request_spec_decode_metrics: str | None = None,
 ) -> Profile:
     """The profile to run: by name/path (default ``<engine>-dflash``), with overrides."""
     if isinstance(profile, Profile):
@@ -55,6 +56,7 @@ def resolve_profile(
         cudagraph_metrics=cudagraph_metrics,
         tensor_parallel=tensor_parallel,
         eager=eager,
+        per_request_spec_decode_metrics=per_request_spec_decode_metrics,
     )
 
 

@@ -200,6 +200,8 @@ class Engine:
     resolved_patterns: tuple[ResolvedPattern, ...] = ()
     #: observability flags the emulator is told about, so it logs what the server would
     emulator_passthrough: tuple[str, ...] = ()
+    #: server flags with a value the emulator takes too (flag, value)
+    emulator_value_passthrough: tuple[str, ...] = ()
     #: (flag, value) pairs that make the server run eager (value None: the flag alone); the
     #: emulator standing in for such a configuration is started with --eager
     eager_flags: tuple[tuple[str, str | None], ...] = ()
@@ -294,6 +296,10 @@ class Engine:
         for mode in cfg.emulator.fail:
             argv += ["--fail", mode]
         argv += [f for f in self.emulator_passthrough if flag_value(cfg.args, f) is not None]
+        for f in self.emulator_value_passthrough:
+            value = flag_value(cfg.args, f)
+            if value is not None:
+                argv += [f, value]
         if self.runs_eager(cfg.args):
             argv.append("--eager")
         return argv

@@ -135,6 +135,8 @@ class VLLM(Engine):
         use_needs_flag="--cudagraph-metrics",
     )
     emulator_passthrough = ("--cudagraph-metrics",)
+    #: per-request acceptance (issue 37): the emulator answers as vLLM 0.33.0 does
+    emulator_value_passthrough = ("--per-request-spec-decode-metrics",)
     # What the engine resolved, from its own log: the attention backend the platform picked
     # (vllm/platforms/cuda.py:509 in 0.33.0, :482 in 0.26.0) and the CUDA-graph mode of the
     # engine config it starts with (v1/engine/core.py:140, compilation_config's repr)

@@ -38,7 +38,11 @@ def test_sglang_names(sglang_src: Path) -> None:
 def test_vllm_names(vllm_src: Path) -> None:
     root = vllm_src / "vllm"
     base = root / "entrypoints" / "generate" / "base" / "protocol.py"
-    assert set(VLLM_FIELDS) <= fields(base, "SpeculativeDecodingMetrics")
+    metrics = fields(base, "SpeculativeDecodingMetrics")
+    assert set(VLLM_FIELDS) <= metrics
+    # the emulator's summary level: every field but the detailed level's per-step arrays
+    sent = set(formats.vllm_spec_decoding_metrics(2, [1, 0, 2], detailed=False))
+    assert sent == metrics - {"per_step_accepted", "per_step_drafted"}
     assert "speculative_decoding" in fields(base, "PerRequestMetrics")
     chat = root / "entrypoints" / "openai" / "chat_completion" / "protocol.py"
     assert "metrics" in fields(chat, "ChatCompletionStreamResponse")

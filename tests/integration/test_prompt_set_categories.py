@@ -2,7 +2,8 @@
 category runs as its own windows; the emulator's profile accepts a fixed number of draft
 tokens per verify step for each category (bench/emulator/profiles/*: ``spec.categories``), so
 each category's acceptance rate is known exactly: accepted / k. SGLang's per-request counts
-(``return_spec_tokens_details``) are asked for, read and checked against the counters."""
+(``return_spec_tokens_details``) are asked for, vLLM's (a server started with
+``--per-request-spec-decode-metrics``) read, and both checked against the counters."""
 
 from __future__ import annotations
 
@@ -36,7 +37,11 @@ HW = Hardware.model_validate(
 def test_each_category_gets_the_acceptance_its_profile_fixes(
     engine: str, profile: str, k: int
 ) -> None:
-    prof = resolve_profile(engine, profile, time_scale=0.02)
+    # vLLM sends per-request counts only when started with --per-request-spec-decode-metrics
+    per_request = "summary" if engine == "vllm" else None
+    prof = resolve_profile(
+        engine, profile, time_scale=0.02, per_request_spec_decode_metrics=per_request
+    )
     assert prof.spec is not None
     want = {c.name: min(c.accepted, k) / k for c in prof.spec.categories}
     assert len(set(want.values())) == len(want)  # the categories differ by construction
@@ -76,16 +81,17 @@ def test_each_category_gets_the_acceptance_its_profile_fixes(
             if it.index in window.iterations:
                 assert it.category == cat and all(r.category == cat for r in it.requests)
         req = window.request_acceptance
+        assert req is not None and req.requests == 4
+        assert req.acceptance_rate == pytest.approx(want[cat], abs=1e-12)
+        assert req.agrees_with_counters is True, req.check
         if engine == "vllm":
-            # vLLM's counters count every verified draft: the rate is exact
+            assert req.source == "vllm metrics.speculative_decoding"
+            # vLLM's counters count every verified draft: exact, and equal per request
             assert window.acceptance is not None
             assert window.acceptance.acceptance_rate == pytest.approx(want[cat], abs=1e-12)
-            assert req is None  # nothing per request without --per-request-spec-decode-metrics
+            assert window.acceptance.accepted_tokens == req.accepted_tokens
         else:
-            assert req is not None and req.source == "sglang sglext.spec_tokens_details"
-            assert req.requests == 4
-            assert req.acceptance_rate == pytest.approx(want[cat], abs=1e-12)
-            assert req.agrees_with_counters is True, req.check
+            assert req.source == "sglang sglext.spec_tokens_details"
     wl = ev.workload
     assert wl.prompt_set is not None and wl.prompt_set.prompts == {
         "code": 3,

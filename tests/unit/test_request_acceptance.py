@@ -4,6 +4,7 @@ the /metrics counters of the same window."""
 from __future__ import annotations
 
 from bench.emulator import formats
+from bench.engines import get_engine, load_experiment
 from bench.measure._acceptance import build
 from bench.measure._requestacc import (
     SGLANG_SOURCE,
@@ -11,7 +12,7 @@ from bench.measure._requestacc import (
     cross_check,
     parse_spec_tokens,
 )
-from bench.schema import CategoryRequestAcceptance
+from bench.schema import EXPERIMENTS_DIR, CategoryRequestAcceptance
 
 
 def test_sglang_sglext_chunk_is_read() -> None:
@@ -62,3 +63,29 @@ def test_the_cross_check_rules() -> None:
     assert cross_check(_total(SGLANG_SOURCE, 10, 11), counters, 2).agrees_with_counters is False
     none = cross_check(_total(SGLANG_SOURCE, 10, 12), None, 2)
     assert none.agrees_with_counters is None and "no counter delta" in none.check
+
+
+def test_vllm_emulator_metrics_follow_the_histogram() -> None:
+    got = parse_spec_tokens(
+        {
+            "metrics": {
+                "speculative_decoding": formats.vllm_spec_decoding_metrics(2, [1, 0, 3], False)
+            }
+        }
+    )
+    assert got is not None and got.source == VLLM_SOURCE
+    assert (got.verify_steps, got.accepted_tokens, got.draft_tokens) == (4, 6, 8)
+    assert got.acceptance_rate == 0.75 and got.accept_length == 2.5
+
+
+def test_the_emulator_is_told_the_per_request_flag_of_a_vllm_configuration() -> None:
+    exp = load_experiment(EXPERIMENTS_DIR / "qwen38-27b-gptq-2x3090.yaml")
+    cfg = exp.configuration("vllm-mtp")
+    flagged = cfg.model_copy(
+        update={"args": [*cfg.args, "--per-request-spec-decode-metrics", "summary"]}
+    )
+    engine = get_engine("vllm")
+    argv = engine.emulator_argv(flagged, host="127.0.0.1", port=1)
+    at = argv.index("--per-request-spec-decode-metrics")
+    assert argv[at + 1] == "summary"
+    assert "--per-request-spec-decode-metrics" not in engine.emulator_argv(cfg, host="h", port=1)
