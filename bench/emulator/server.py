@@ -361,6 +361,8 @@ class EmulatorServer:
             {
                 "version": p.engine_version,
                 "max_running_requests": p.max_running_requests,
+                # server_args.chat_template: no --chat-template given, the model's own
+                "chat_template": None,
                 "internal_states": [
                     {
                         "avg_spec_accept_length": self.engine.counters.sg_accept_length,

@@ -291,19 +291,42 @@ def sampling_record(spec: RunSpec) -> SamplingRecord:
     )
 
 
-def chat_template_record(spec: RunSpec) -> ChatTemplateRecord:
-    """What is known of the chat template: the kwargs sent, and the template's sha256 when the
-    model's tokenizer files are at hand (neither pinned engine reports it over HTTP)."""
+def chat_template_record(spec: RunSpec, engine_said: str | None = None) -> ChatTemplateRecord:
+    """What is known of the chat template: what the engine reports (SGLang's /server_info
+    ``chat_template``, ``engine_said``; vLLM 0.33.0 reports none), the kwargs sent, and the
+    template's sha256 when the model's tokenizer files are at hand."""
     kwargs = template_kwargs(spec)
     text, where = _template_text(spec.tokenizer)
+    parts = [p for p in (engine_said, where) if p]
     return ChatTemplateRecord(
         kwargs=kwargs,
         enable_thinking=spec.enable_thinking,
         sha256=hashlib.sha256(text.encode()).hexdigest() if text is not None else None,
-        source=where
+        source="; ".join(parts)
         or "the served model's own template, applied by the engine (not reported over HTTP; "
         "no tokenizer files at hand to hash it)",
     )
+
+
+async def _engine_chat_template(spec: RunSpec) -> str | None:
+    """The chat template as the engine reports it: SGLang 0.5.19's /server_info carries its
+    resolved server_args, ``chat_template`` among them (null: the model's own template;
+    srt/entrypoints/http_server.py server_info). vLLM 0.33.0 has no such endpoint: None."""
+    if spec.engine != "sglang":
+        return None
+    raw = await request(spec.base_url, "GET", "/server_info", timeout_s=PROBE_TIMEOUT_S)
+    if raw.status != 200:
+        return None
+    try:
+        info = json.loads(raw.body)
+    except (ValueError, RecursionError):
+        return None
+    if not isinstance(info, dict) or "chat_template" not in info:
+        return None
+    value = info["chat_template"]
+    if value is None:
+        return "SGLang /server_info chat_template: null (the served model's own template)"
+    return f"SGLang /server_info chat_template: {str(value)[:200]}"
 
 
 def _template_text(tokenizer: Path | None) -> tuple[str | None, str | None]:
@@ -553,6 +576,7 @@ async def measure_async(
         await factory.calibrate(
             lambda p: _server_prompt_count(spec, p), allow_mismatch=spec.allow_prompt_mismatch
         )
+    engine_template = await _engine_chat_template(spec)
     slots = iteration_slots(spec)
     cursor: dict[str, int] = {}
     iterations: list[IterationRecord] = []
@@ -635,6 +659,7 @@ async def measure_async(
         warnings,
         metrics_problems,
         series,
+        engine_template,
     )
     if spec.prompt_set is not None:
         # the logprob probes re-send synthetic prompts only
@@ -692,6 +717,7 @@ def _payload(
     warnings: list[str],
     metrics_problems: list[MetricsProblem] | None = None,
     series: dict[str, Any] | None = None,
+    engine_template: str | None = None,
 ) -> Payload:
     measured = [it for it in iterations if not it.warmup]
     valid = [it for it in measured if it.valid]
@@ -798,7 +824,7 @@ def _payload(
             allow_prompt_mismatch=spec.allow_prompt_mismatch,
             prompt_set=spec.prompt_set.record() if spec.prompt_set is not None else None,
             sampling=sampling_record(spec),
-            chat_template=chat_template_record(spec),
+            chat_template=chat_template_record(spec, engine_template),
         ),
         figures=figures,
         categories=categories,
