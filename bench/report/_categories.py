@@ -53,6 +53,8 @@ class CategoryRow(StrictModel):
 class CategorySection(StrictModel):
     categories: list[str]
     prompt_sets: list[str]
+    #: enable_thinking as the runs sent it (None: not sent, the template's default)
+    thinking: list[bool | None]
     rows: list[CategoryRow]
     speedups: list[CategorySpeedup]
     #: categories whose per-request counts were checked against the counters, and those that
@@ -161,6 +163,7 @@ def category_section(rs: RunSet, family: Family | None) -> CategorySection | Non
     return CategorySection(
         categories=cats,
         prompt_sets=ordered_unique(r.prompt_set for r in runs if r.prompt_set),
+        thinking=list(dict.fromkeys(r.enable_thinking for r in runs)),
         rows=rows,
         speedups=speedups,
         checked=len(checked),

@@ -83,6 +83,7 @@ def test_categories_run_through_matrix_and_report(
     text = report.read_text()
     section = text.split("## Acceptance and speedup by prompt category", 1)[1].split("\n## ")[0]
     assert "SIMULATED" in section and "categories-small@a5af22200f4b" in section
+    assert "thinking off (enable_thinking false)" in section
     for name, rates in want.items():
         for cat, rate in rates.items():
             assert f"{100 * rate:.2f}%" in section, (name, cat)
