@@ -33,6 +33,7 @@ from bench.measure import (
     RunSpec,
     find_cached_tokenizer,
     measure,
+    read_prompt_set,
     split_base_url,
 )
 from bench.schema import Hardware, check_payload_file, payload_json_schema, write_payload
@@ -111,6 +112,21 @@ def run(
     allow_prompt_mismatch: Annotated[
         bool, typer.Option(help="record a prompt-count mismatch as a warning, not an error")
     ] = False,
+    prompt_set: Annotated[
+        Path | None,
+        typer.Option(
+            help="JSONL prompt set of real text, a category per line (instead of the "
+            "exact-length synthetic prompts; --prompt-tokens then only labels): each category "
+            "is measured as its own windows"
+        ),
+    ] = None,
+    enable_thinking: Annotated[
+        bool | None,
+        typer.Option(
+            "--enable-thinking/--no-enable-thinking",
+            help="sent as chat_template_kwargs.enable_thinking (default: not sent)",
+        ),
+    ] = None,
     request_timeout: Annotated[
         float, typer.Option(help="seconds per request", parser=number(TIMEOUT_S))
     ] = 600.0,
@@ -185,6 +201,12 @@ def run(
             model_revision=model_revision,
             temperature=temperature,
             logprob_probes=logprob_probes,
+            prompt_set=(
+                read_prompt_set(prompt_set, prompt_set.stem, None, "--prompt-set")
+                if prompt_set is not None
+                else None
+            ),
+            enable_thinking=enable_thinking,
         )
     except ValidationError as err:
         raise describe_validation_error("specbench run", err, OPTION_OF) from None

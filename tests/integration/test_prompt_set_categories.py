@@ -11,10 +11,11 @@ from pathlib import Path
 
 import pytest
 
+from bench.cli import main
 from bench.emulator import serve_in_thread
 from bench.emulator.runner import resolve_profile
 from bench.measure import RunSpec, measure, read_prompt_set
-from bench.schema import Hardware, check_payload
+from bench.schema import Hardware, check_payload, read_payload
 
 PROMPTS = Path(__file__).resolve().parents[2] / "bench" / "prompts" / "categories-small.jsonl"
 HW = Hardware.model_validate(
@@ -105,3 +106,42 @@ def test_each_category_gets_the_acceptance_its_profile_fixes(
     assert (wl.chat_template.source == said) == (engine == "sglang")
     assert wl.sampling is not None and wl.sampling.temperature == 0.0
     assert wl.sampling.max_tokens == 13 and wl.sampling.ignore_eos
+
+
+def test_specbench_run_takes_a_prompt_set(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    prof = resolve_profile("sglang", "sglang-mtp", time_scale=0.1).model_copy(
+        update={"load_s": 0.0, "warmup_s": 0.0}
+    )
+    assert prof.spec is not None
+    hw = tmp_path / "hw.json"
+    hw.write_text(HW.model_dump_json())
+    out = tmp_path / "p.json"
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"category": "code", "prompt": "x"}\n{"category": "code"}\n')
+    handle = serve_in_thread("sglang", prof)
+    try:
+        assert handle.wait_ready(30)
+        args = [
+            "run", "sglang", "--base-url", handle.base_url, "--hf-id", "x/y",
+            "--served-model", prof.served_model, "--quantization", "q", "--hardware", str(hw),
+            "--spec-method", "mtp", "--spec-num-tokens", "2", "--prompt-tokens", "64",
+            "--max-tokens", "9", "--warmup", "0", "--iterations", "1", "--out", str(out),
+            "--no-telemetry", "--logprob-probes", "0", "--no-enable-thinking",
+        ]  # fmt: skip
+        with pytest.raises(SystemExit) as done:
+            main([*args, "--prompt-set", str(PROMPTS)])
+        assert done.value.code in (0, None), capsys.readouterr().err
+        with pytest.raises(SystemExit) as refused:
+            main([*args, "--prompt-set", str(bad)])
+    finally:
+        handle.stop()
+    assert refused.value.code == 2
+    assert f"{bad}:2" in capsys.readouterr().err
+    ev = read_payload(out).evidence
+    want = {c.name: c.accepted / 2 for c in prof.spec.categories}
+    got = {c.category: c.request_acceptance for c in ev.categories}
+    assert {k: v.acceptance_rate for k, v in got.items() if v} == want
+    assert ev.workload.chat_template is not None
+    assert ev.workload.chat_template.kwargs == {"enable_thinking": False}
