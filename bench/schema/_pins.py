@@ -25,7 +25,7 @@ import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Final, Literal
+from typing import Any, Final, Literal
 
 import yaml
 from pydantic import Field, ValidationError, field_validator
@@ -48,6 +48,7 @@ PinSource = Literal["experiment", "lock", "unpinned"]
 
 _DIGEST = re.compile(r"^sha256:[0-9a-f]{64}$")
 _REVISION = re.compile(r"^[0-9a-f]{40}$")
+_SHA256 = re.compile(r"^[0-9a-f]{64}$")
 
 
 def _digest(v: str | None) -> str | None:
@@ -95,6 +96,31 @@ class ModelLock(StrictModel):
         return v
 
 
+class DatasetLock(StrictModel):
+    """What a run resolved for a dataset prompt set (issue 37), like a model's weights: the
+    commit its branch pointed at and the sha256 of the prompt file at that commit."""
+
+    hf_id: str
+    file: str
+    revision: str
+    sha256: str
+    resolved_from: str = Field(default="main", description="the branch or tag it was resolved from")
+
+    @field_validator("revision")
+    @classmethod
+    def _rev(cls, v: str) -> str:
+        if not _REVISION.fullmatch(v):
+            raise ValueError("must be a 40-hex commit")
+        return v
+
+    @field_validator("sha256")
+    @classmethod
+    def _sha(cls, v: str) -> str:
+        if not _SHA256.fullmatch(v):
+            raise ValueError("must be 64 lowercase hex digits")
+        return v
+
+
 class PinsLock(StrictModel):
     """The whole lock file of one experiment."""
 
@@ -102,15 +128,20 @@ class PinsLock(StrictModel):
     experiment: str = Field(description="the experiment's name")
     images: dict[str, ImageLock] = Field(default_factory=dict)
     models: dict[str, ModelLock] = Field(default_factory=dict)
+    datasets: dict[str, DatasetLock] = Field(
+        default_factory=dict,
+        exclude_if=lambda v: not v,
+        description="dataset prompt sets, by the prompt set's name (left out while none)",
+    )
 
 
 class Pin(StrictModel):
     """One pin of a run as it was applied: what, its value, where the value came from."""
 
-    kind: Literal["image", "model"]
+    kind: Literal["image", "model", "dataset"]
     key: str = Field(description="the key in the experiment's images or models")
     ref: str = Field(description="repository:tag, or the Hugging Face id")
-    field: Literal["digest", "image ID", "base digest", "revision"]
+    field: Literal["digest", "image ID", "base digest", "revision", "sha256"]
     value: str | None = Field(description="None: unpinned")
     source: PinSource
 
@@ -260,8 +291,38 @@ def apply_lock(exp: Experiment, lock: PinsLock, host: str, path: Path) -> Pinned
         pins.append(Pin(kind="model", key=key, ref=m.hf_id, field="revision", value=rev,
                         source=src))  # fmt: skip
         models[key] = m.model_copy(update={"revision": rev or UNRESOLVED})
-    pinned = exp.model_copy(update={"images": images, "models": models})
+    workload, dataset_pins = _apply_dataset(exp, lock, path)
+    pinned = exp.model_copy(update={"images": images, "models": models, "workload": workload})
+    pins += dataset_pins
     return PinnedExperiment(experiment=pinned, pins=pins, lock_path=str(path), host=host)
+
+
+def _apply_dataset(exp: Experiment, lock: PinsLock, path: Path) -> tuple[Any, list[Pin]]:
+    """The workload with a dataset prompt set's revision and sha256 from the lock where the
+    experiment leaves them 'unresolved', and their pins."""
+    ps = exp.workload.prompt_set
+    if ps is None or ps.dataset is None:
+        return exp.workload, []
+    d = ps.dataset
+    entry = lock.datasets.get(ps.name)
+    flag = f"--dataset {ps.name}"
+    if entry is not None and (entry.hf_id, entry.file) != (d.hf_id, d.file):
+        raise InputError(
+            f"{path}: datasets.{ps.name}",
+            f"resolved for {entry.hf_id} {entry.file}, the experiment now names {d.hf_id} "
+            f"{d.file}: delete the lock's entry and run again to resolve it",
+        )
+    where = "workload.prompt_set.dataset"
+    rev, src = _pick(path, f"{where}.revision", d.revision, entry.revision if entry else None, flag)
+    sha, ssrc = _pick(path, f"{where}.sha256", d.sha256, entry.sha256 if entry else None, flag)
+    ref = f"{d.hf_id}:{d.file}"
+    pins = [
+        Pin(kind="dataset", key=ps.name, ref=ref, field="revision", value=rev, source=src),
+        Pin(kind="dataset", key=ps.name, ref=ref, field="sha256", value=sha, source=ssrc),
+    ]
+    dataset = d.model_copy(update={"revision": rev or UNRESOLVED, "sha256": sha or UNRESOLVED})
+    prompt_set = ps.model_copy(update={"dataset": dataset})
+    return exp.workload.model_copy(update={"prompt_set": prompt_set}), pins
 
 
 # -- recording and forgetting ----------------------------------------------------------------
@@ -274,6 +335,8 @@ class Resolved(StrictModel):
     base_digests: dict[str, str] = Field(default_factory=dict)
     image_ids: dict[str, str] = Field(default_factory=dict)
     model_revisions: dict[str, str] = Field(default_factory=dict)
+    #: a dataset prompt set's (commit, sha256 of its file), by the prompt set's name
+    datasets: dict[str, tuple[str, str]] = Field(default_factory=dict)
     resolved_from: str = "main"
 
 
@@ -383,7 +446,26 @@ def record_pins(
         old_rev = mentry.revision if mentry else None
         if check(f"models.{key}.revision", m.revision, old_rev, rev, fix):
             models[key] = ModelLock(hf_id=m.hf_id, revision=rev, resolved_from=found.resolved_from)
-    new = lock.model_copy(update={"images": images, "models": models})
+    datasets = dict(lock.datasets)
+    for name, (rev, sha) in found.datasets.items():
+        ps = exp.workload.prompt_set
+        if ps is None or ps.dataset is None or ps.name != name:
+            raise InputError("--dataset", f"{name!r} is not a dataset prompt set of {exp.name}")
+        d, held = ps.dataset, datasets.get(name)
+        fix = (
+            f"{d.hf_id}@{found.resolved_from} has moved. To take the new commit on purpose: "
+            "delete the lock's entry and run again"
+        )
+        where = "workload.prompt_set.dataset"
+        old_rev, old_sha = (held.revision, held.sha256) if held else (None, None)
+        keep_rev = _check_value(f"{where}.revision", d.revision, old_rev, rev, fix, _REVISION)
+        keep_sha = _check_value(f"{where}.sha256", d.sha256, old_sha, sha, fix, _SHA256)
+        if keep_rev or keep_sha:
+            datasets[name] = DatasetLock(
+                hf_id=d.hf_id, file=d.file, revision=rev, sha256=sha,
+                resolved_from=found.resolved_from,
+            )  # fmt: skip
+    new = lock.model_copy(update={"images": images, "models": models, "datasets": datasets})
     # never write a lock that its own reader or the experiment's pins would refuse: validated
     # as read back, then applied (model_copy does not validate what it puts in)
     try:
@@ -392,6 +474,22 @@ def record_pins(
         raise describe_validation_error(f"{path} (as it would be written)", err) from None
     apply_lock(exp, new, host, path)
     return new
+
+
+def _check_value(
+    where: str, fixed: str, old: str | None, new: str, fix: str, form: re.Pattern[str]
+) -> bool:
+    """A dataset's commit or file sha256, as ``record_pins`` checks a model's revision: True
+    when it is to be written; a malformed value or a mismatch is refused."""
+    if not form.fullmatch(new):
+        raise InputError(where, f"{new!r} is not of the form {form.pattern}")
+    if fixed != UNRESOLVED:
+        if new != fixed:
+            raise InputError(where, f"found {new}, the experiment pins {fixed}. {fix}")
+        return False
+    if old is not None and old != new:
+        raise InputError(where, f"found {new}, the lock pins {old}. {fix}")
+    return old is None
 
 
 def forget_pins(
