@@ -430,7 +430,7 @@ def load_artifacts(artifacts_dir: Path) -> RunSet:
     commands, source = recorded_commands(runs, matrix=lock is not None)
     first = payloads[0]
     wl = first.evidence.workload
-    workload = {
+    workload: dict[str, Any] = {
         "prompt_tokens": wl.prompt_tokens,
         "max_tokens": wl.max_tokens,
         "warmup": wl.warmup,
@@ -438,6 +438,8 @@ def load_artifacts(artifacts_dir: Path) -> RunSet:
         "temperature": wl.temperature,
         "ignore_eos": wl.ignore_eos,
     }
+    if wl.prompt_set is not None:
+        workload["prompt_set"] = wl.prompt_set.name
 
     drafts = {c.name: c.draft_model for c in configs}
     roof = build_roofline(d, exp, hw, tuple(runs), wl.prompt_tokens, wl.max_tokens, drafts)

@@ -81,6 +81,7 @@ def test_categories_run_through_matrix_and_report(
                 assert rate == pytest.approx(want[cfg.name][c.category], abs=1e-12)
     report = render_report(out)
     text = report.read_text()
+    assert "Workload: the prompts of the prompt set `categories-small`" in text
     section = text.split("## Acceptance and speedup by prompt category", 1)[1].split("\n## ")[0]
     assert "SIMULATED" in section and "categories-small@a5af22200f4b" in section
     assert "thinking off (enable_thinking false)" in section
