@@ -17,6 +17,7 @@ from typing import Literal
 from bench.core import (
     SIMULATED_BANNER,
     RunError,
+    SpecbenchError,
     WriteError,
     remove_file,
     utc_now,
@@ -203,6 +204,32 @@ def level_window(
         time.sleep(poll_s)
 
 
+#: how long a server whose requests stopped being answered is watched for its exit: Docker
+#: reports a killed container's exit a moment after its connections broke, its port proxy
+#: accepting connections (and closing them) meanwhile (issue 38, fault 6)
+EXIT_GRACE_S = 3.0
+
+
+def _exited(server: Server, wait_s: float, poll_s: float = 0.1) -> bool:
+    """Whether ``server`` has exited, watched for up to ``wait_s``."""
+    deadline = time.monotonic() + wait_s
+    while server.alive():
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(poll_s)
+    return True
+
+
+def _nothing_answered(payload: Payload) -> bool:
+    """The level's last iteration had no HTTP answer to any request (a server that is gone)."""
+    last = payload.evidence.iterations[-1].requests if payload.evidence.iterations else []
+    return bool(last) and all(r.http_status is None and r.error for r in last)
+
+
+def _exited_line(name: str, server: Server, k: int) -> str:
+    return f"{name}: server exited (code {server.exit_code()}) during the sweep (c={k})"
+
+
 @dataclass(frozen=True)
 class RunContext:
     """What every configuration of one matrix run shares."""
@@ -373,9 +400,14 @@ def run_configuration(ctx: RunContext, cfg: Configuration, outcome: Outcome) -> 
                 enable_thinking=exp.workload.enable_thinking,
             )
             mark = len(server.log_text())  # the lines logged from here on are this level's
-            measured = measure_level(
-                run_spec, progress, telemetry=sampler, no_telemetry_reason=started.reason
-            )
+            try:
+                measured = measure_level(
+                    run_spec, progress, telemetry=sampler, no_telemetry_reason=started.reason
+                )
+            except SpecbenchError as err:
+                if _exited(server, EXIT_GRACE_S):  # what the server's answers meant
+                    raise RunError(f"{_exited_line(cfg.name, server, k)}: {err}") from None
+                raise
             payload: Payload = measured.payload
             if interrupted.is_set():  # never write a payload whose measurement was cut short
                 raise KeyboardInterrupt
@@ -422,8 +454,8 @@ def run_configuration(ctx: RunContext, cfg: Configuration, outcome: Outcome) -> 
                     outcome.reasons.append(line)
             verdict = "valid" if valid else "INVALID"
             progress.log(f"{cfg.name} c={k}: {payload.tokSOut:.2f} tok/s, {verdict}")
-            if not server.alive():
-                raise RunError(f"{cfg.name}: server exited during the sweep (c={k})")
+            if _exited(server, EXIT_GRACE_S if _nothing_answered(payload) else 0.0):
+                raise RunError(_exited_line(cfg.name, server, k))
         # Every level measured: now the logprob probes, which no measurement can suffer from.
         for k, run_spec, measured in to_probe:
             progress.say(f"{cfg.name} c={k}: logprob probes")

@@ -6,6 +6,7 @@ valid. The emulator as local processes, through `specbench matrix` itself."""
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 from typing import Any
 
@@ -13,8 +14,8 @@ import pytest
 import yaml
 
 from bench.cli import main
-from bench.engines import ContainerSpec
-from bench.matrix import Artifacts
+from bench.engines import ContainerSpec, load_experiment
+from bench.matrix import Artifacts, MatrixOptions, run_matrix
 from bench.matrix import _run as matrix_run
 from bench.matrix._launch import ProcessLauncher, Server
 from bench.schema import EXPERIMENTS_DIR, read_payload
@@ -117,3 +118,58 @@ def test_known_fatal_causes_are_quoted_and_the_matrix_goes_on(
     assert after.evidence.validity.valid, after.evidence.validity.reasons
     assert status["sglang-mtp"]["valid"] is True
     assert Artifacts(out).check_sums() == []
+
+
+class LateExitServer:
+    """A process server whose exit is reported a while after it happened, as Docker reports a
+    killed container's (its port proxy accepting connections and closing them meanwhile)."""
+
+    LAG_S = 1.0
+
+    def __init__(self, inner: Server) -> None:
+        self.inner, self.base_url = inner, inner.base_url
+        self.died_at: float | None = None
+
+    def alive(self) -> bool:
+        if self.inner.alive():
+            return True
+        self.died_at = self.died_at or time.monotonic()
+        return time.monotonic() - self.died_at < self.LAG_S
+
+    def exit_code(self) -> int | None:
+        return None if self.alive() else self.inner.exit_code()
+
+    def restarts(self) -> int:
+        return 0
+
+    def log_text(self) -> str:
+        return self.inner.log_text()
+
+    def stop(self) -> None:
+        self.inner.stop()
+
+
+class LateExitLauncher(ProcessLauncher):
+    def start(self, spec: ContainerSpec, log_path: Path) -> Server:
+        return LateExitServer(super().start(spec, log_path))
+
+
+def test_a_server_that_dies_inside_a_level_is_named_as_exited(tmp_path: Path) -> None:
+    """Fault 6's shape on the emulator: the server exits in the middle of a measured iteration
+    (exit_mid_run) and its exit shows a second later. The configuration fails naming the exit
+    and its code at that level, not the next level's refused connection (or nothing: a last
+    level was 'done'); the configuration after it runs, valid."""
+    path = experiment(tmp_path, {"vllm-baseline": ["exit_mid_run"], "sglang-baseline": []})
+    data = yaml.safe_load(path.read_text())
+    data["configurations"][0]["concurrency"] = [1, 2]
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    opts = MatrixOptions(
+        out=tmp_path / "out", launcher="process", time_scale=0.01, show_progress=False
+    )
+    result = run_matrix(load_experiment(path), opts, launcher=LateExitLauncher())
+    assert [o.status for o in result.outcomes] == ["failed", "done"], result.outcomes
+    reasons = result.outcomes[0].reasons
+    assert reasons[-1] == "vllm-baseline: server exited (code 1) during the sweep (c=1)", reasons
+    assert reasons[0].startswith("c=1 invalid_iteration: ")  # the cut streams, named
+    after = read_payload(Artifacts(tmp_path / "out").payload("sglang-baseline", 1))
+    assert after.evidence.validity.valid, after.evidence.validity.reasons
