@@ -12,7 +12,7 @@ import re
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, ValidationError, field_validator, model_validator
+from pydantic import AfterValidator, Field, ValidationError, field_validator, model_validator
 
 from bench.core import (
     DRAFT_CHECKPOINT_METHODS,
@@ -42,6 +42,18 @@ _REVISION_RE = re.compile(r"^[0-9a-f]{40}$")
 _NAME_RE = r"^[a-z0-9][a-z0-9-]{0,62}$"
 
 Name = Annotated[str, Field(pattern=_NAME_RE)]
+
+
+def _revision(v: str) -> str:
+    if v != UNRESOLVED and not _REVISION_RE.fullmatch(v):
+        raise ValueError("must be a 40-hex commit or explicitly 'unresolved'")
+    return v
+
+
+#: a model's or dataset's pinned commit (40 hex), or 'unresolved' until the first provision
+Revision = Annotated[
+    str, AfterValidator(_revision), Field(description="40-hex commit, or 'unresolved'")
+]
 
 
 class Deviation(StrictModel):
@@ -157,18 +169,11 @@ class ModelPin(StrictModel):
     token (all ranks)."""
 
     hf_id: str = Field(pattern=r"^[\w.-]+/[\w.-]+$")
-    revision: str = Field(description="40-hex commit, or 'unresolved'")
+    revision: Revision
     path: str = Field(pattern=r"^/models/[\w.-]+$", description="path inside the container")
     weight_bytes: ByteEstimate | None = None
     mtp_head_bytes: ByteEstimate | None = None
     kv_bytes_per_token: ByteEstimate | None = None
-
-    @field_validator("revision")
-    @classmethod
-    def _rev(cls, v: str) -> str:
-        if v != UNRESOLVED and not _REVISION_RE.fullmatch(v):
-            raise ValueError("must be a 40-hex commit or explicitly 'unresolved'")
-        return v
 
     @property
     def dirname(self) -> str:
@@ -182,16 +187,9 @@ class DatasetPin(StrictModel):
     place that will fetch it."""
 
     hf_id: str = Field(pattern=r"^[\w.-]+/[\w.-]+$")
-    revision: str = Field(description="40-hex commit, or 'unresolved'")
+    revision: Revision
     file: str = Field(min_length=1, description="the JSONL file inside the dataset repository")
     sha256: str = Field(description="sha256 of that file, or 'unresolved'")
-
-    @field_validator("revision")
-    @classmethod
-    def _rev(cls, v: str) -> str:
-        if v != UNRESOLVED and not _REVISION_RE.fullmatch(v):
-            raise ValueError("must be a 40-hex commit or explicitly 'unresolved'")
-        return v
 
     @field_validator("sha256")
     @classmethod

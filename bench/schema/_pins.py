@@ -96,22 +96,12 @@ class ModelLock(StrictModel):
         return v
 
 
-class DatasetLock(StrictModel):
+class DatasetLock(ModelLock):
     """What a run resolved for a dataset prompt set (issue 37), like a model's weights: the
     commit its branch pointed at and the sha256 of the prompt file at that commit."""
 
-    hf_id: str
     file: str
-    revision: str
     sha256: str
-    resolved_from: str = Field(default="main", description="the branch or tag it was resolved from")
-
-    @field_validator("revision")
-    @classmethod
-    def _rev(cls, v: str) -> str:
-        if not _REVISION.fullmatch(v):
-            raise ValueError("must be a 40-hex commit")
-        return v
 
     @field_validator("sha256")
     @classmethod
