@@ -14,8 +14,11 @@
   compiled sampler op), so the tiny experiment turns them off;
 - the engine version and backend come from the server and the hardware;
 - the client's TTFT against the engine's own TTFT histogram over the same windows;
-- killing the engine container mid-sweep (the baseline, after its first level): the failure is
-  recorded with its log, earlier artifacts stay intact, and --resume finishes the rest;
+- killing the engine container in the middle of a measured iteration (the baseline's first
+  measured iteration at c=2, its streams under way): the configuration fails naming the cut
+  streams and the server's exit, no traceback; every earlier payload stays byte for byte, and
+  --resume measures that level again, exactly (the cut streams' text is the start of the
+  same prompts' greedy answers);
 - the kernel build each server ran (vLLM's own run-time dispatch, logged by the image) is the
   one the image's ``vllm kernels`` reports on this machine, and the report shows it.
 
@@ -229,24 +232,63 @@ def test_client_ttft_against_the_engines_own_clock(tiny_run: TinyRun) -> None:
         assert p90 <= 50.0, (c, level)
 
 
-def test_killed_engine_is_recorded_and_resume_finishes(tiny_run: TinyRun) -> None:
+def test_engine_killed_mid_iteration_is_recorded_and_resume_redoes_it(tiny_run: TinyRun) -> None:
+    """Issue 38 fault 6: the baseline's container killed while the streams of its first
+    measured iteration at c=2 were under way (tiny_run.py: the engine's own generated-token
+    counter had moved for them)."""
+    kill, killed = tiny_run.kill, tiny_run.killed
+    assert kill.error is None and kill.generated_at_kill is not None, kill
     failed = {o.name: o for o in tiny_run.first.failed}
     assert set(failed) == {"baseline"}, failed  # the other configurations ran on
-    assert failed["baseline"].reasons
+    reasons = failed["baseline"].reasons
+    # the cause named: the cut streams of that iteration, then the server's exit; no traceback
+    assert any(
+        r.startswith(f"c=2 invalid_iteration: iteration {kill.iteration}: ") for r in reasons
+    ), reasons
+    # Docker reports the exit a moment after the streams broke: the matrix waits for it
+    assert "baseline: server exited (code 137) during the sweep (c=2)" in reasons, reasons
+    assert reasons[-1].startswith("exit code 137: the server was killed with SIGKILL")
+    assert not any("Traceback" in r for r in reasons)
+    # the killed level: its warmup whole, the iteration the kill landed in cut mid-stream
+    assert killed is not None and not killed.evidence.validity.valid
+    its = {it.index: it for it in killed.evidence.iterations}
+    assert all(it.valid for it in killed.evidence.iterations if it.warmup)
+    cut = its[kill.iteration].requests
+    assert all(r.error is not None for r in cut), [r.error for r in cut]
+    got = [sum(1 for c in r.chunk_chars if c) for r in cut]  # token chunks each stream got
+    max_tokens = killed.evidence.workload.max_tokens
+    assert any(n > 0 for n in got) and all(n < max_tokens for n in got), got
     log = (tiny_run.out / "logs" / "baseline.log").read_text()
-    killed, _, resumed = log.partition("(--resume) ---")
+    before, _, resumed = log.partition("(--resume) ---")
     # both attempts' logs are kept: the killed server's, then the resumed one's
-    assert "vLLM server version 0.32.0" in killed and "vLLM server version 0.32.0" in resumed
-    assert tiny_run.first_c1_sha256, "the first level's payload was not written before the kill"
+    assert "vLLM server version 0.32.0" in before and "vLLM server version 0.32.0" in resumed
     assert not tiny_run.resumed.failed
-    # every configuration that finished in the first run is skipped, not measured again
+    # every configuration that finished in the first run is skipped, not measured again, and
+    # every valid payload the first run wrote is byte for byte as it was (an invalid one, the
+    # killed level's or one a loaded machine spoiled, is measured again)
     finished_first = {o.name for o in tiny_run.first.outcomes if o.status == "done" and o.valid}
     skipped = {o.name for o in tiny_run.resumed.outcomes if o.status == "skipped"}
     assert finished_first <= skipped and "baseline" not in skipped
-    c1 = tiny_run.out / "payloads" / "baseline-c1.json"
-    assert sha256_file(c1) == tiny_run.first_c1_sha256  # finished payloads are never rewritten
+    kept = tiny_run.first_valid_sha256
+    assert "baseline-c1.json" in kept and "baseline-c2.json" not in kept, sorted(kept)
+    for name, sha in kept.items():
+        assert sha256_file(tiny_run.out / "payloads" / name) == sha, name
     status = json.loads((tiny_run.out / "status.json").read_text())["configurations"]
     assert all(s["status"] in ("done", "skipped") for s in status.values()), status
+    # resume measured the level again, valid, on the same prompts; the text each cut stream
+    # had received is the start of its prompt's whole greedy answer (the same batch of two:
+    # exact on every CPU but AMX, tests/oracles.py)
+    redone = read_payload(tiny_run.out / "payloads" / "baseline-c2.json")
+    assert redone.evidence.validity.valid, redone.evidence.validity.reasons
+    again = {r.prompt_sha256: r for it in windows(redone) for r in it.requests}
+    assert {r.prompt_sha256 for r in cut} <= set(again)
+    for r in cut:
+        whole = again[r.prompt_sha256]
+        assert whole.completion_tokens == max_tokens and whole.output_text
+        if cpu_batch_exact(2, cpu_flags(redone)):
+            assert r.output_text and whole.output_text.startswith(r.output_text), (
+                r.output_text, whole.output_text,
+            )  # fmt: skip
 
 
 def test_each_server_ran_the_kernel_build_this_machine_dispatches_to(tiny_run: TinyRun) -> None:

@@ -1,13 +1,15 @@
 """The engine tier's one matrix run (conftest.py's ``tiny_run``):
 bench/experiments/tiny-vllm-cpu.yaml through ``specbench matrix --launcher docker``, the baseline
-killed after its first level and resumed, the resumed baseline probed before it stops, then
-``specbench report``."""
+killed in the middle of a measured iteration of its second level (c=2: its streams under way)
+and resumed, the resumed baseline probed before it stops, then ``specbench report``."""
 
 from __future__ import annotations
 
 import json
+import re
 import threading
 import time
+import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -18,8 +20,12 @@ import pytest
 from bench.core import sha256_file
 from bench.engines import ContainerSpec, load_experiment
 from bench.matrix import DockerLauncher, MatrixOptions, MatrixResult, run_matrix
+from bench.matrix import _configuration as configuration
 from bench.matrix._launch import DockerServer, Server
+from bench.measure import Measured, RunSpec
+from bench.measure._loop import ProgressSink
 from bench.report import render_report
+from bench.schema import IterationRecord, Payload, read_payload
 from bench.tinymodel import TinyModels
 
 EXPERIMENT = "bench/experiments/tiny-vllm-cpu.yaml"
@@ -83,16 +89,44 @@ class ProbedServer:
         self.inner.stop()
 
 
-class EngineTierLauncher(DockerLauncher):
-    """Kills the baseline's first container once its first level's payload is on disk (the
-    engine 'crashes' mid-sweep; every other configuration runs untouched), and probes the
-    resumed baseline's server before it stops."""
+#: the level whose first measured iteration the kill lands in (the baseline's second level)
+KILLED_CONFIG, KILLED_LEVEL = "baseline", 2
+#: vLLM's own count of the tokens it generated (vllm/v1/metrics/loggers.py)
+GENERATED = re.compile(r"^vllm:generation_tokens_total\{[^}]*\} (\S+)$", re.MULTILINE)
 
-    def __init__(self, payload: Path, models: Path, work: Path) -> None:
+
+def generated_tokens(base_url: str) -> float:
+    with urllib.request.urlopen(f"{base_url}/metrics", timeout=5) as r:
+        return sum(float(v) for v in GENERATED.findall(r.read().decode()))
+
+
+@dataclass
+class Kill:
+    """What the mid-iteration kill saw (the tests check it landed inside the streams)."""
+
+    iteration: int | None = None  # the measured iteration it was armed for
+    generated_before: float | None = None  # the engine's generated tokens as it began
+    generated_at_kill: float | None = None  # ... when the container was killed
+    error: str | None = None
+
+
+class EngineTierLauncher(DockerLauncher):
+    """Kills the baseline's first container in the middle of a measured iteration (the engine
+    'crashes' while streams are under way; every other configuration runs untouched), and
+    probes the resumed baseline's server before it stops.
+
+    ``arm`` is told, through the measurement's progress hook, when the first measured
+    iteration of the baseline's c=2 level begins (before its streams are sent); the killer then
+    watches the engine's own generated-token counter and kills the container once every stream
+    of that iteration has had tokens generated, so the kill lands while they are streaming."""
+
+    def __init__(self, models: Path, work: Path) -> None:
         super().__init__()
-        self.payload, self.models, self.work = payload, models, work
+        self.models, self.work = models, work
         self.baseline_starts = 0
         self.probe = BaselineProbe()
+        self.kill = Kill()
+        self.first_baseline: DockerServer | None = None
 
     def start(self, spec: ContainerSpec, log_path: Path) -> Server:
         server = super().start(spec, log_path)
@@ -101,21 +135,78 @@ class EngineTierLauncher(DockerLauncher):
         self.baseline_starts += 1
         if self.baseline_starts > 1:
             return ProbedServer(server, self.probe, self.models, self.work)
+        assert isinstance(server, DockerServer)
+        self.first_baseline = server
+        return server
+
+    def arm(self, spec: RunSpec, index: int) -> None:
+        server = self.first_baseline
+        if server is None or self.kill.iteration is not None or self.baseline_starts > 1:
+            return
+        self.kill.iteration = index
+        try:
+            self.kill.generated_before = before = generated_tokens(spec.base_url)
+        except OSError as err:
+            self.kill.error = f"metrics before the kill: {err}"
+            return
+        want = before + 2 * spec.concurrency  # a couple of tokens for each stream
 
         def kill() -> None:
-            deadline = time.monotonic() + 900
-            while not self.payload.exists() and time.monotonic() < deadline:
-                time.sleep(0.2)
+            deadline = time.monotonic() + 300
+            try:
+                while time.monotonic() < deadline:
+                    now = generated_tokens(spec.base_url)
+                    if now >= want:
+                        self.kill.generated_at_kill = now
+                        break
+                    time.sleep(0.01)
+            except OSError as err:
+                self.kill.error = f"metrics while waiting for the streams: {err}"
             server.container.kill()
 
         threading.Thread(target=kill, daemon=True).start()
-        return server
+
+
+class ArmingSink:
+    """The measurement's progress sink, passed through, that arms the kill when the killed
+    level's first measured iteration starts."""
+
+    def __init__(self, inner: ProgressSink | None, spec: RunSpec, launcher: EngineTierLauncher):
+        self.inner, self.spec, self.launcher = inner, spec, launcher
+
+    def iteration_started(self, index: int, total: int, warmup: bool) -> None:
+        if self.inner is not None:
+            self.inner.iteration_started(index, total, warmup)
+        if not warmup:
+            self.launcher.arm(self.spec, index)
+
+    def iteration_finished(self, record: IterationRecord) -> None:
+        if self.inner is not None:
+            self.inner.iteration_finished(record)
+
+
+def run_with_a_mid_iteration_kill(
+    out: Path, models: Path, launcher: EngineTierLauncher
+) -> MatrixResult:
+    """The first matrix run, the kill armed through the measurement's progress hook."""
+    real = configuration.measure_level
+
+    def measure_level(spec: RunSpec, progress: ProgressSink | None = None, **kw: Any) -> Measured:
+        if (spec.config_name, spec.concurrency) == (KILLED_CONFIG, KILLED_LEVEL):
+            progress = ArmingSink(progress, spec, launcher)
+        return real(spec, progress, **kw)
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(configuration, "measure_level", measure_level)
+        return run_tiny(out, models, [], launcher=launcher)
 
 
 class TinyRun(NamedTuple):
     out: Path
-    first: MatrixResult  # the run whose baseline container was killed after c1
-    first_c1_sha256: str
+    first: MatrixResult  # the run whose baseline container was killed mid-iteration at c=2
+    first_valid_sha256: dict[str, str]  # each valid payload the first run wrote, by name
+    killed: Payload | None  # the baseline's c=2 payload as the killed run wrote it
+    kill: Kill
     resumed: MatrixResult
     probe: BaselineProbe  # the resumed baseline server, probed before it stopped
     image_kernels: dict[str, Any]  # `vllm kernels` in a fresh container of the image
@@ -124,22 +215,28 @@ class TinyRun(NamedTuple):
 def make_tiny_run(
     vllm_cpu_image: str, tiny_models: TinyModels, tmp_path_factory: pytest.TempPathFactory
 ) -> TinyRun:
-    """The whole experiment, its baseline killed after c1, then --resume: the oracles below read
-    the resumed artifacts (baseline c1 from the first run, c2 and c4 from the second; the prompt
-    seed makes them the same prompts either way)."""
+    """The whole experiment, its baseline killed while the first measured iteration of c=2
+    streams, then --resume: the oracles below read the resumed artifacts (baseline c1 from the
+    first run, c2 and c4 from the second; the prompt seed makes them the same prompts either
+    way)."""
     out = tmp_path_factory.mktemp("tiny-matrix") / "run"
     models = tiny_models.target.path.parent
-    c1 = out / "payloads" / "baseline-c1.json"
-    launcher = EngineTierLauncher(c1, models, tmp_path_factory.mktemp("probe"))
+    launcher = EngineTierLauncher(models, tmp_path_factory.mktemp("probe"))
     started = time.monotonic()
-    first = run_tiny(out, models, [], launcher=launcher)
-    sha = sha256_file(c1) if c1.exists() else ""
+    first = run_with_a_mid_iteration_kill(out, models, launcher)
+    shas = {  # resume measures an invalid level again: only the valid ones must stay
+        p.name: sha256_file(p)
+        for p in sorted((out / "payloads").glob("*.json"))
+        if read_payload(p).evidence.validity.valid
+    }
+    c2 = out / "payloads" / f"{KILLED_CONFIG}-c{KILLED_LEVEL}.json"
+    killed = read_payload(c2) if c2.exists() else None
     resumed = run_tiny(out, models, [], launcher=launcher, resume=True)
     took = time.monotonic() - started
-    print(f"\ntiny matrix with a killed baseline and a resume: {took:.0f} s")
+    print(f"\ntiny matrix with a baseline killed mid-iteration and a resume: {took:.0f} s")
     render_report(out, out / "report")
     raw = launcher.client.containers.run(
         vllm_cpu_image, entrypoint=["vllm"], command=["kernels"], remove=True, stderr=False
     )
     kernels = json.loads(raw.decode().strip().splitlines()[-1])
-    return TinyRun(out, first, sha, resumed, launcher.probe, kernels)
+    return TinyRun(out, first, shas, killed, launcher.kill, resumed, launcher.probe, kernels)
