@@ -122,6 +122,9 @@ install() {
     cp -a $G/patch/tree/. "$SGL/pkgs-patched/" # the files prepare patched here
     touch "$SGL/.installed"
   fi
+  # a JIT cache an earlier call brought back (unpack's jit/ copied to .gpu-sgl/jit): SGLang
+  # reuses the built GPTQ modules instead of compiling them for minutes at the first forward
+  if [ -d $G/jit ] && [ ! -d "$HOME/jit" ]; then cp -a $G/jit "$HOME/jit"; fi
   rm -rf /models && ln -s "$SGL/models" /models
 }
 
@@ -184,7 +187,7 @@ probe() { # probe NAME DEADLINE_S FLAGS...: tests/gpu/stall_probe.py on mtp35-gp
   shift 2
   [ "$(left)" -gt $((deadline + 40)) ] || { echo "skipped probe $name: $(left) s left" && return 0; }
   (timeout $((deadline + 30)) python3 tests/gpu/stall_probe.py --out ~/rec/"$name" \
-    --model /models/mtp35-gptq --stall-s 60 --deadline-s "$deadline" -- \
+    --model /models/mtp35-gptq --stall-s "${STALL_S:-60}" --deadline-s "$deadline" -- \
     --context-length 1024 --mem-fraction-static 0.2 --max-running-requests 4 \
     --attention-backend triton --sampling-backend pytorch --cuda-graph-backend-prefill disabled \
     "$@") || true
@@ -202,7 +205,7 @@ jit() { # the same, given time: SGLang 0.5.17 JIT-compiles gptq_marlin_gemm (tvm
   (while sleep 30; do ps -eo etimes,args | grep -E "nvcc|cicc|ptxas|ninja" | grep -v grep |
     cut -c1-160 | head -4; done) &
   local watcher=$!
-  CUDA_LAUNCH_BLOCKING=0 probe marlin-jit "${JIT_S:-400}" --disable-cuda-graph
+  STALL_S=${JIT_S:-400} probe marlin-jit "${JIT_S:-400}" --disable-cuda-graph
   kill $watcher || true
   du -sh ~/jit/* || true
 }
@@ -248,6 +251,8 @@ unpack() {
   local at=${1:?usage: unpack FILES_AT} to=/tmp/gpu-sgl
   mkdir -p $to
   for f in "$at"/*.tgz; do tar xzf "$f" -C $to; done
+  # a built JIT module travels with the next calls (see install)
+  if [ -d $to/jit ]; then rm -rf $G/jit && cp -a $to/jit $G/jit && du -sh $G/jit; fi
   ls $to
 }
 
