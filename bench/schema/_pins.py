@@ -376,13 +376,7 @@ def record_pins(
                     else ""
                 ),
             )
-        if fixed != UNRESOLVED:
-            if new != fixed:
-                raise InputError(where, f"found {new}, the experiment pins {fixed}. {fix}")
-            return False
-        if old is not None and old != new:
-            raise InputError(where, f"found {new}, the lock pins {old}. {fix}")
-        return old is None
+        return _compare_pin(where, fixed, old, new, fix)
 
     # registry digests: of a pulled image, and of a local build's base
     for flag, values, attr, of_build in (
@@ -473,6 +467,12 @@ def _check_value(
     when it is to be written; a malformed value or a mismatch is refused."""
     if not form.fullmatch(new):
         raise InputError(where, f"{new!r} is not of the form {form.pattern}")
+    return _compare_pin(where, fixed, old, new, fix)
+
+
+def _compare_pin(where: str, fixed: str, old: str | None, new: str, fix: str) -> bool:
+    """A resolved value against the experiment's pin and the lock's: True when it is to be
+    written; a mismatch with either is refused with ``fix``."""
     if fixed != UNRESOLVED:
         if new != fixed:
             raise InputError(where, f"found {new}, the experiment pins {fixed}. {fix}")
