@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from test_server_faults import HW
 
 from bench.cli import main
 from bench.emulator import serve_in_thread
@@ -17,16 +18,6 @@ from bench.emulator.profile import FailMode
 from bench.emulator.runner import EmulatorHandle, resolve_profile
 
 PROFILES = {"vllm": "vllm-dflash", "sglang": "sglang-mtp"}
-HW = {
-    "hwClass": "DISCRETE_GPU",
-    "gpuName": "RTX 3090",
-    "gpuCount": 1,
-    "vramGb": 24,
-    "gpus": [{"name": "RTX 3090", "vramGb": 24}],
-    "cpu": "test cpu",
-    "ramGb": 64,
-    "os": "linux",
-}
 
 
 def serve(engine: str, mode: FailMode, every_n_requests: int = 1) -> EmulatorHandle:

@@ -10,6 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from test_server_faults import HW as HW_RECORD
 
 from bench.cli import main
 from bench.emulator import serve_in_thread
@@ -18,18 +19,7 @@ from bench.measure import RunSpec, measure, read_prompt_set
 from bench.schema import Hardware, check_payload, read_payload
 
 PROMPTS = Path(__file__).resolve().parents[2] / "bench" / "prompts" / "categories-small.jsonl"
-HW = Hardware.model_validate(
-    {
-        "hwClass": "DISCRETE_GPU",
-        "gpuName": "RTX 3090",
-        "gpuCount": 1,
-        "vramGb": 24,
-        "gpus": [{"name": "RTX 3090", "vramGb": 24}],
-        "cpu": "test cpu",
-        "ramGb": 64,
-        "os": "linux",
-    }
-)
+HW = Hardware.model_validate(HW_RECORD)  # the raw-socket tests' record
 
 
 @pytest.mark.parametrize(
