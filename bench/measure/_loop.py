@@ -49,16 +49,22 @@ from bench.measure._acceptance import (
     read_metrics,
     server_ttft_ms,
 )
-from bench.measure._client import Connection, RawResponse, chat_body, interpret_chat_stream, request
+from bench.measure._client import Connection, RawResponse, interpret_chat_stream, request
 from bench.measure._gcpause import gc_paused
 from bench.measure._probes import MAX_PROBES, logprob_probes
 from bench.measure._promptset import PromptItem, PromptSet
+from bench.measure._request import (
+    PROBE_TIMEOUT_S,
+    chat_template_record,
+    engine_chat_template,
+    request_body,
+    sampling_record,
+)
 from bench.measure._requestacc import SGLANG_REQUEST_FIELD, category_windows, spec_tokens_of
 from bench.measure._validity import MetricsProblem, measurement_reasons, throttle_warnings
 from bench.measure._workload import PromptFactory, load_tokenizer, nonce_stream, prompt_sha256
 from bench.schema import (
     PAYLOAD_SCHEMA,
-    ChatTemplateRecord,
     EngineFlags,
     Evidence,
     Figures,
@@ -69,7 +75,6 @@ from bench.schema import (
     RequestRecord,
     RunInfo,
     SampleStats,
-    SamplingRecord,
     Validity,
     Workload,
 )
@@ -77,7 +82,6 @@ from bench.schema import (
 if TYPE_CHECKING:
     from bench.machine import Sampler
 
-PROBE_TIMEOUT_S = 10.0
 #: HTTP statuses after which a request that changed nothing may be sent again, at most
 #: RETRIES times, after the server's Retry-After (DEFAULT_RETRY_S without one); a Retry-After
 #: longer than MAX_RETRY_AFTER_S is not waited for
@@ -247,104 +251,6 @@ def retry_after(raw: RawResponse) -> float | None:
 def _refusal(raw: RawResponse) -> str:
     ra = raw.headers.get("retry-after")
     return f"HTTP {raw.status}" + (f" (Retry-After: {ra})" if ra else "")
-
-
-def template_kwargs(spec: RunSpec) -> dict[str, Any]:
-    """The request's chat_template_kwargs ({}: none sent)."""
-    return {} if spec.enable_thinking is None else {"enable_thinking": spec.enable_thinking}
-
-
-def asks_spec_tokens(spec: RunSpec) -> bool:
-    """Whether the requests ask for the engine's per-request speculative counts: SGLang
-    0.5.19's ``return_spec_tokens_details`` (a request field), on prompt-set workloads of a
-    speculative configuration. vLLM 0.33.0 has no request field for it (its server flag
-    ``--per-request-spec-decode-metrics``), so nothing is asked there; what a vLLM server
-    started with that flag sends is read all the same."""
-    return spec.engine == "sglang" and spec.spec_method != "NONE" and spec.prompt_set is not None
-
-
-def request_body(
-    spec: RunSpec, prompt: str, messages: list[dict[str, str]] | None = None, max_tokens: int = 0
-) -> dict[str, Any]:
-    """One request's body: the measurement contract's (``chat_body``) with the prompt set's
-    messages, the chat template kwargs and, where the engine offers it, the per-request
-    speculative counts."""
-    body = chat_body(spec.served_model, prompt, max_tokens or spec.max_tokens, spec.temperature)
-    if messages is not None:
-        body["messages"] = messages
-    if spec.enable_thinking is not None:
-        body["chat_template_kwargs"] = template_kwargs(spec)
-    if asks_spec_tokens(spec):
-        body[SGLANG_REQUEST_FIELD] = True
-    return body
-
-
-def sampling_record(spec: RunSpec) -> SamplingRecord:
-    """The sampling settings every measured request carries, read off the body itself."""
-    body = request_body(spec, "")
-    return SamplingRecord(
-        temperature=float(body["temperature"]),
-        top_p=body.get("top_p"),
-        top_k=body.get("top_k"),
-        max_tokens=int(body["max_tokens"]),
-        ignore_eos=bool(body.get("ignore_eos", False)),
-    )
-
-
-def chat_template_record(spec: RunSpec, engine_said: str | None = None) -> ChatTemplateRecord:
-    """What is known of the chat template: what the engine reports (SGLang's /server_info
-    ``chat_template``, ``engine_said``; vLLM 0.33.0 reports none), the kwargs sent, and the
-    template's sha256 when the model's tokenizer files are at hand."""
-    kwargs = template_kwargs(spec)
-    text, where = _template_text(spec.tokenizer)
-    parts = [p for p in (engine_said, where) if p]
-    return ChatTemplateRecord(
-        kwargs=kwargs,
-        enable_thinking=spec.enable_thinking,
-        sha256=hashlib.sha256(text.encode()).hexdigest() if text is not None else None,
-        source="; ".join(parts)
-        or "the served model's own template, applied by the engine (not reported over HTTP; "
-        "no tokenizer files at hand to hash it)",
-    )
-
-
-async def _engine_chat_template(spec: RunSpec) -> str | None:
-    """The chat template as the engine reports it: SGLang 0.5.19's /server_info carries its
-    resolved server_args, ``chat_template`` among them (null: the model's own template;
-    srt/entrypoints/http_server.py server_info). vLLM 0.33.0 has no such endpoint: None."""
-    if spec.engine != "sglang":
-        return None
-    raw = await request(spec.base_url, "GET", "/server_info", timeout_s=PROBE_TIMEOUT_S)
-    if raw.status != 200:
-        return None
-    try:
-        info = json.loads(raw.body)
-    except (ValueError, RecursionError):
-        return None
-    if not isinstance(info, dict) or "chat_template" not in info:
-        return None
-    value = info["chat_template"]
-    if value is None:
-        return "SGLang /server_info chat_template: null (the served model's own template)"
-    return f"SGLang /server_info chat_template: {str(value)[:200]}"
-
-
-def _template_text(tokenizer: Path | None) -> tuple[str | None, str | None]:
-    if tokenizer is None:
-        return None, None
-    folder = tokenizer if tokenizer.is_dir() else tokenizer.parent
-    jinja = folder / "chat_template.jinja"
-    if jinja.is_file():
-        return jinja.read_text(encoding="utf-8", errors="replace"), str(jinja)
-    cfg = folder / "tokenizer_config.json"
-    if cfg.is_file():
-        try:
-            tpl = json.loads(cfg.read_text(encoding="utf-8")).get("chat_template")
-        except (ValueError, AttributeError, OSError):
-            tpl = None
-        if isinstance(tpl, str):
-            return tpl, f"{cfg} chat_template"
-    return None, None
 
 
 async def _server_prompt_count(spec: RunSpec, prompt: str) -> int:
@@ -576,7 +482,7 @@ async def measure_async(
         await factory.calibrate(
             lambda p: _server_prompt_count(spec, p), allow_mismatch=spec.allow_prompt_mismatch
         )
-    engine_template = await _engine_chat_template(spec)
+    engine_template = await engine_chat_template(spec)
     slots = iteration_slots(spec)
     cursor: dict[str, int] = {}
     iterations: list[IterationRecord] = []
