@@ -122,9 +122,12 @@ install() {
     cp -a $G/patch/tree/. "$SGL/pkgs-patched/" # the files prepare patched here
     touch "$SGL/.installed"
   fi
-  # a JIT cache an earlier call brought back (unpack's jit/ copied to .gpu-sgl/jit): SGLang
-  # reuses the built GPTQ modules instead of compiling them for minutes at the first forward
-  if [ -d $G/jit ] && [ ! -d "$HOME/jit" ]; then cp -a $G/jit "$HOME/jit"; fi
+  # a JIT cache an earlier call brought back (unpack made .gpu-sgl/c/J.tar.xz of its built
+  # modules): SGLang loads a module whose .so is in TVM_FFI_CACHE_DIR instead of compiling it
+  # (the GPTQ Marlin GEMM took 6 min of nvcc on a 16-core H100 host)
+  if [ -f $G/c/J.tar.xz ] && [ ! -d "$HOME/jit" ]; then
+    mkdir -p "$HOME/jit" && tar xJf $G/c/J.tar.xz -C "$HOME/jit"
+  fi
   rm -rf /models && ln -s "$SGL/models" /models
 }
 
@@ -251,8 +254,11 @@ unpack() {
   local at=${1:?usage: unpack FILES_AT} to=/tmp/gpu-sgl
   mkdir -p $to
   for f in "$at"/*.tgz; do tar xzf "$f" -C $to; done
-  # a built JIT module travels with the next calls (see install)
-  if [ -d $to/jit ]; then rm -rf $G/jit && cp -a $to/jit $G/jit && du -sh $G/jit; fi
+  # the built JIT modules (their .so alone) travel with the next calls (see install)
+  if [ -d $to/jit ]; then
+    (cd $to/jit && find . -name '*.so' | tar cf - -T -) | xz -9 -T2 >$G/c/J.tar.xz
+    tar tJf $G/c/J.tar.xz && du -sh $G/c/J.tar.xz
+  fi
   ls $to
 }
 
