@@ -26,7 +26,7 @@ from bench.tinymodel._dflash import copy_logits, dflash_config, dflash_weights
 from bench.tinymodel._gptq import GptqOptions, gptq_mtp_weights, gptq_quantization_config
 from bench.tinymodel._gptq35 import gptq35_quantization_config, gptq_qwen35_weights
 from bench.tinymodel._qwen3next import qwen3_next_config, qwen3_next_weights
-from bench.tinymodel._qwen35 import qwen35_config, qwen35_weights
+from bench.tinymodel._qwen35 import check_mtp_head, qwen35_config, qwen35_weights
 from bench.tinymodel._safetensors import safetensors_bytes
 from bench.tinymodel._spec import TinyModel, TinyModels, TinyModelSpec
 from bench.tinymodel._tokenizer import (
@@ -211,7 +211,12 @@ def make_tiny_models(
     sigma = chain_cycle(spec.seed, [i for i in range(vocab_size) if i not in specials])
     embedding = chain_embedding(spec.seed, vocab_size, spec.hidden_size, bos_id)
     head = chain_lm_head(embedding, sigma)
-    margin = min(check_chain(embedding, head, sigma), _check_copy(embedding, head, sigma, bos_id))
+    mtp35 = qwen35_weights(spec, vocab_size, embedding, head)
+    margin = min(
+        check_chain(embedding, head, sigma),
+        _check_copy(embedding, head, sigma, bos_id),
+        check_mtp_head(mtp35, embedding, head, sigma),
+    )
     mtp_texts = texts | {
         "config.json": _json_text(qwen3_next_config(spec, vocab_size, bos_id, eos_id))
     }
@@ -245,7 +250,7 @@ def make_tiny_models(
             ),
             "mtp35": _write_model(
                 out_dir / "mtp35",
-                qwen35_weights(spec, vocab_size, embedding, head),
+                mtp35,
                 mtp35_texts,
                 "qwen3.5 mtp chain target",
                 spec,

@@ -30,12 +30,19 @@ What SGLang 0.5.17 reads (line numbers of the 0.5.17 wheel, ``sglang/srt/``):
   ``mtp.`` to ``model.`` (``mtp.fc`` / ``mtp.pre_fc_*`` to the top level) and fuses q/k/v and
   gate/up (models/qwen3_5_mtp.py:213-220, 279-296).
 
-The construction (bench/tinymodel/_chain.py): every output projection is zero (GDN
-``out_proj``, attention ``o_proj``, MLP ``down_proj``), so the target maps ``t`` to
+The construction (bench/tinymodel/_chain.py): every output projection of the target is zero
+(GDN ``out_proj``, attention ``o_proj``, MLP ``down_proj``), so the target maps ``t`` to
 ``sigma(t)``. The MTP head concatenates the normalised embedding first, then the normalised
-hidden state, before ``fc`` (models/qwen3_5_mtp.py:189-194), so ``fc = [I | 0]`` keeps the
-embedding of the token it is given and the head predicts ``sigma`` of it: the exact next token
-at every step. Norms: ``GemmaRMSNorm`` (``x * (1 + w)``; layers/layernorm.py:857-878) for
+hidden state, before ``fc`` (models/qwen3_5_mtp.py:189-194). ``fc = [-I | 0]`` hands its layer
+the *negated* embedding ``-e`` of the token it is given, which alone predicts a wrong token; the
+layer's MLP turns it around (:func:`mtp_mlp`): its output is ``silu(g * e_flag) * e``, so the
+residual stream leaves the layer as ``(silu(g * e_flag) - 1) * e``, a positive multiple of
+``e``, and the head predicts ``sigma`` of it, the exact next token at every step. So the head
+predicts right only when its MLP loaded: a draft whose BF16 projections were skipped at load
+(the seed's bug) runs without it and accepts nothing, as the seed's did (``check_mtp_head``
+proves both on the bf16 weights).
+
+Norms: ``GemmaRMSNorm`` (``x * (1 + w)``; layers/layernorm.py:857-878) for
 ``input_layernorm``, ``post_attention_layernorm``, ``q_norm``, ``k_norm``, ``model.norm``
 (models/qwen3_5.py:749-752, 958-964, 1385) and ``mtp.pre_fc_norm_*`` (qwen3_5_mtp.py:91-95):
 weight 0; the GDN output norm is the plain gated ``RMSNorm`` (``x * w``,
@@ -48,7 +55,8 @@ from typing import Any
 
 import numpy as np
 
-from bench.tinymodel._chain import F32
+from bench.core import InputError
+from bench.tinymodel._chain import F32, FLAG, MIN_MARGIN, rms_normed
 from bench.tinymodel._qwen3next import CONV_KERNEL, LAYER_TYPES, LINEAR_HEAD_DIM, LINEAR_HEADS
 from bench.tinymodel._spec import TinyModelSpec
 
@@ -182,10 +190,11 @@ def qwen35_weights(
     fixed: dict[str, F32] = {
         "model.embed_tokens.weight": embedding,
         "lm_head.weight": head,
-        # [normalised embedding | normalised hidden] -> the embedding (qwen3_5_mtp.py:192)
+        # [normalised embedding | normalised hidden] -> minus the embedding (qwen3_5_mtp.py:192)
         "mtp.fc.weight": np.concatenate(
-            [np.eye(h, dtype=np.float32), np.zeros((h, h), dtype=np.float32)], axis=1
+            [-np.eye(h, dtype=np.float32), np.zeros((h, h), dtype=np.float32)], axis=1
         ),
+        **mtp_mlp(h, spec.intermediate_size),
         "linear_attn.norm.weight": np.ones(LINEAR_HEAD_DIM, dtype=np.float32),  # plain RMSNorm
         "linear_attn.dt_bias": np.ones(LINEAR_HEADS, dtype=np.float32),
         "linear_attn.A_log": np.zeros(LINEAR_HEADS, dtype=np.float32),
@@ -200,3 +209,75 @@ def qwen35_weights(
         else:
             out[name] = rng.standard_normal(shape, dtype=np.float32) * np.float32(spec.weight_std)
     return out
+
+
+#: the MTP MLP's gate on the flag dimension: ``silu(MTP_GATE * e_flag)`` is the factor its
+#: output puts on ``e`` (``e_flag`` = 1 / rms of the token's embedding row, about 1)
+MTP_GATE = 8.0
+_MTP = "mtp.layers.0.mlp."
+
+
+def mtp_mlp(hidden: int, intermediate: int) -> dict[str, F32]:
+    """The MTP layer's MLP, which undoes ``fc``'s negation. Its input is ``-e`` (the layer's
+    attention adds nothing: ``o_proj`` is zero); for each hidden dimension ``j`` one
+    intermediate unit: gate ``-MTP_GATE`` on the flag (``silu(MTP_GATE * e_flag)``, positive),
+    up ``e_j`` with a minus (``-e_j``), down ``-1`` back onto ``j``; the other units are zero."""
+    if intermediate < hidden:
+        raise InputError("tiny-model", "the MTP head needs intermediate_size >= hidden_size")
+    gate = np.zeros((intermediate, hidden), dtype=np.float32)
+    gate[:hidden, FLAG] = -MTP_GATE
+    up = np.zeros((intermediate, hidden), dtype=np.float32)
+    up[:hidden, :hidden] = np.eye(hidden, dtype=np.float32)
+    down = np.zeros((hidden, intermediate), dtype=np.float32)
+    down[:hidden, :hidden] = -np.eye(hidden, dtype=np.float32)
+    return {
+        _MTP + "gate_proj.weight": gate,
+        _MTP + "up_proj.weight": up,
+        _MTP + "down_proj.weight": down,
+    }
+
+
+def _silu(x: F32) -> F32:
+    out: F32 = (x / (np.float32(1) + np.exp(-x))).astype(np.float32)
+    return out
+
+
+def mtp_head_tokens(
+    weights: dict[str, F32], embedding: F32, head: F32, tokens: F32, with_mlp: bool = True
+) -> tuple[F32, F32]:
+    """What the MTP head predicts for each token id in ``tokens`` (float32 forward of the layer
+    as SGLang runs it, on the given weights; the target hidden half of ``fc`` is zero, so it is
+    left out): (argmax ids, logits). ``with_mlp=False`` is the draft whose projections were
+    skipped at load, their memory zero: the attention and the MLP add nothing."""
+    e = rms_normed(embedding[tokens.astype(np.int64)])
+    h = e.shape[1]
+    x = e @ weights["mtp.fc.weight"][:, :h].T
+    if with_mlp:
+        y = rms_normed(x)
+        act = _silu(y @ weights[_MTP + "gate_proj.weight"].T) * (
+            y @ weights[_MTP + "up_proj.weight"].T
+        )
+        x = x + act @ weights[_MTP + "down_proj.weight"].T
+    logits: F32 = rms_normed(x) @ head.T
+    return logits.argmax(axis=1).astype(np.float32), logits
+
+
+def check_mtp_head(
+    weights: dict[str, F32], embedding: F32, head: F32, sigma: dict[int, int]
+) -> float:
+    """Prove that the MTP head predicts ``sigma(t)`` for every cycle token, by
+    :data:`MIN_MARGIN`, and that without its MLP it predicts ``sigma(t)`` for none; the
+    smallest margin found."""
+    tokens = np.array(sorted(sigma), dtype=np.float32)
+    want = np.array([sigma[int(t)] for t in tokens])
+    rows = np.arange(len(tokens))
+    got, logits = mtp_head_tokens(weights, embedding, head, tokens)
+    best = logits[rows, want].copy()
+    logits[rows, want] = -np.inf
+    margin = float(np.min(best - logits.max(axis=1)))
+    if margin < MIN_MARGIN or not np.array_equal(got.astype(np.int64), want):
+        raise InputError("tiny-model", f"MTP head margin {margin:.2f} < {MIN_MARGIN}: other seed")
+    skipped, _ = mtp_head_tokens(weights, embedding, head, tokens, with_mlp=False)
+    if np.any(skipped.astype(np.int64) == want):
+        raise InputError("tiny-model", "the MTP head predicts right without its MLP: other seed")
+    return margin

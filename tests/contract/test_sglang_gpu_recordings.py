@@ -15,7 +15,8 @@ seconds, without a GPU (the numbers are the issue's items):
 - (9) the version only in /server_info; (10) SIGTERM reads as a crash in SGLang's own log and
   matches none of our rules; (11) the attention backend and graph mode the server resolved;
 - the seed's bug on a real server: stock SGLang loads the Qwen3.5 MTP draft with GPTQ and skips
-  its 7 BF16 projections; the patched tree loads it BF16 and says so;
+  its 7 BF16 projections; the patched tree loads it BF16 and says so; served (later H100
+  calls, `gptqs-*`), the stock draft accepts nothing and the patched one accepts the chain;
 - the emulator's SGLang decode line against the real one.
 """
 
@@ -273,9 +274,12 @@ def test_patched_sglang_loads_the_mtp_draft_bf16() -> None:
 
 
 def test_the_gptq_target_stalls_at_its_first_graph_capture_on_both_trees() -> None:
-    """Known limit: the dense Qwen3.5 GPTQ target never turned healthy (0.5.17, bf16, graphs on):
-    every server stopped logging after 'Capture target ... CUDA graph begin' (bs=4 first), with
-    and without speculation, stock and patched, so no acceptance was measured for it."""
+    """The first GPU session (0.5.17, bf16, graphs on): every server of the dense Qwen3.5 GPTQ
+    target stopped logging after 'Capture target ... CUDA graph begin' (bs=4 first), with and
+    without speculation, stock and patched. The second session found why: its first forward
+    JIT-compiles the GPTQ Marlin GEMM with nvcc (6 min on a 16-core host), inside the first
+    capture. With the built modules carried, the same experiment served with graphs on
+    (docs/gpu-sglang-example/README.md, third session)."""
     for name in ("gptq-baseline", "gptq-mtp", "gptq-mtp-stock"):
         text = log(name)
         assert re.search(r"Capture target (decode|verify) CUDA graph begin", text), name
@@ -349,6 +353,33 @@ def test_an_eager_server_stuck_in_its_warm_up_request_is_named() -> None:
     # the stock draft still inherited the target's GPTQ on the eager server (the seed's bug)
     assert "type=Qwen3_5ForCausalLMMTP, quant=gptq, bits=4" in log("gptqe-mtp-stock-eager")
     assert "specbench patch:" in log("gptqe-mtp-eager")
+
+
+def test_the_seeds_story_served_stock_accepts_nothing_patched_accepts_the_chain() -> None:
+    """The seed's bug end to end on a real server (third H100 call series, 2026-12-06, eager,
+    the GPTQ JIT modules carried so no server compiled): the MTP head predicts right only
+    with its MLP loaded (bench/tinymodel/_qwen35.py), so the stock draft, its 7 projections
+    skipped, accepted 0 of 762 draft tokens, as the seed's stayed at zero, and the run is
+    rejected on both counts; the patched draft accepts the chain (252 of 258: only the
+    truncated last step of each request is lost)."""
+    stock_log, patched_log = log("gptqs-mtp-stock-eager"), log("gptqs-mtp-eager")
+    for text in (stock_log, patched_log):
+        assert "The server is fired up and ready to roll!" in text
+    assert "type=Qwen3_5ForCausalLMMTP, quant=gptq, bits=4" in stock_log
+    assert PATCH_LINE in patched_log and PATCH_LINE not in stock_log
+    rates = {m.group(1) for m in re.finditer(r"accept rate: (\S+),", stock_log)}
+    assert rates == {"0.00"}
+    stock = payload("gptqs-mtp-stock-eager-c1").evidence.acceptance
+    patched = payload("gptqs-mtp-eager-c1").evidence.acceptance
+    assert stock is not None and patched is not None
+    assert (stock.accepted_tokens, stock.draft_tokens) == (0, 762)
+    assert (patched.drafts, patched.draft_tokens, patched.accepted_tokens) == (129, 258, 252)
+    verdicts = status("gptqs")["configurations"]
+    assert verdicts["mtp-stock-eager"]["valid"] is False
+    assert verdicts["mtp-stock-eager"]["expected_invalid"] is True
+    codes = [r.split(": ", 1)[0].split(" ", 1)[1] for r in verdicts["mtp-stock-eager"]["reasons"]]
+    assert codes == ["zero_acceptance", "draft_tensors_skipped"]
+    assert verdicts["mtp-eager"]["valid"] is True and verdicts["baseline-eager"]["valid"] is True
 
 
 def test_mtp_counters_lose_only_the_truncated_last_step() -> None:

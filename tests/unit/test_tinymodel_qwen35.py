@@ -408,22 +408,35 @@ def test_mtp_head_is_bf16(tensors: Raw) -> None:
 
 
 def test_chain_construction(made: TinyModels, dense: dict[str, npt.NDArray[Any]]) -> None:
-    """Zero output projections, GemmaRMSNorm weights 0 (x * (1 + w)), the GDN output norm 1
-    (x * w), and fc = [I | 0]: SGLang concatenates [embedding, hidden] (qwen3_5_mtp.py:192)."""
+    """The target: zero output projections, GemmaRMSNorm weights 0 (x * (1 + w)), the GDN output
+    norm 1 (x * w). The MTP head: fc = [-I | 0] (SGLang concatenates [embedding, hidden],
+    qwen3_5_mtp.py:192), its attention adding nothing (o_proj zero) and its MLP turning the
+    negated embedding around, so that it predicts the chain only with its MLP loaded."""
     h = made.spec.hidden_size
     for name, values in dense.items():
-        if name.endswith(("o_proj.weight", "out_proj.weight", "down_proj.weight")):
+        if name.startswith("model.") and name.endswith(
+            ("o_proj.weight", "out_proj.weight", "down_proj.weight")
+        ):
             assert not values.any(), name
         elif name.endswith("linear_attn.norm.weight"):
             assert (values == 1).all(), name
         elif name.endswith(("layernorm.weight", "norm.weight")) or "pre_fc_norm_" in name:
             assert not values.any(), name
-    eye = np.concatenate([np.eye(h), np.zeros((h, h))], axis=1)
-    assert np.array_equal(dense["mtp.fc.weight"], eye)
+    assert not dense["mtp.layers.0.self_attn.o_proj.weight"].any()
+    minus_eye = np.concatenate([-np.eye(h), np.zeros((h, h))], axis=1)
+    assert np.array_equal(dense["mtp.fc.weight"], minus_eye)
 
     def normed(x: npt.NDArray[Any], w: npt.NDArray[Any]) -> npt.NDArray[Any]:
         rms = np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + 1e-6)
         out: npt.NDArray[Any] = x / rms * (1 + w)
+        return out
+
+    def mlp(x: npt.NDArray[Any]) -> npt.NDArray[Any]:  # Qwen2MoeMLP: down(silu(gate) * up)
+        gate = x @ dense["mtp.layers.0.mlp.gate_proj.weight"].T
+        up = x @ dense["mtp.layers.0.mlp.up_proj.weight"].T
+        out: npt.NDArray[Any] = (gate / (1 + np.exp(-gate)) * up) @ dense[
+            "mtp.layers.0.mlp.down_proj.weight"
+        ].T
         return out
 
     tokens = sorted(made.chain_next)
@@ -439,8 +452,35 @@ def test_chain_construction(made: TinyModels, dense: dict[str, npt.NDArray[Any]]
         ],
         axis=1,
     )
-    mtp = normed(fc_in @ dense["mtp.fc.weight"].T, dense["mtp.norm.weight"]) @ head.T
+    residual = fc_in @ dense["mtp.fc.weight"].T  # the attention adds nothing (o_proj zero)
+    loaded = residual + mlp(normed(residual, dense["mtp.layers.0.post_attention_layernorm.weight"]))
+    mtp = normed(loaded, dense["mtp.norm.weight"]) @ head.T
     assert mtp.argmax(axis=1).tolist() == want
+    # the seed's bug: the layer's projections skipped at load (their memory zero): no token right
+    skipped = normed(residual, dense["mtp.norm.weight"]) @ head.T
+    assert not np.any(skipped.argmax(axis=1) == np.array(want))
+
+
+def test_the_mtp_check_refuses_a_head_that_predicts_without_its_mlp(made: TinyModels) -> None:
+    """check_mtp_head (run by make_tiny_models) fails a construction that would hide the seed's
+    bug: fc = [I | 0] predicts the chain from the residual alone (the first construction, which
+    an H100 showed accepting 97.7% with its MLP skipped)."""
+    from bench.core import InputError
+    from bench.tinymodel._chain import chain_cycle, chain_embedding, chain_lm_head
+    from bench.tinymodel._qwen35 import check_mtp_head, qwen35_weights
+
+    spec = made.spec
+    sigma = chain_cycle(spec.seed, sorted(made.chain_next))
+    embedding = chain_embedding(spec.seed, made.vocab_size, spec.hidden_size, made.mask_token_id)
+    head = chain_lm_head(embedding, sigma)
+    weights = qwen35_weights(spec, made.vocab_size, embedding, head)
+    assert check_mtp_head(weights, embedding, head, sigma) >= 8.0
+    h = spec.hidden_size
+    weights["mtp.fc.weight"] = np.concatenate(
+        [np.eye(h, dtype=np.float32), np.zeros((h, h), dtype=np.float32)], axis=1
+    )
+    with pytest.raises(InputError, match=r"without its MLP"):
+        check_mtp_head(weights, embedding, head, sigma)
 
 
 def test_deterministic_and_only_bf16_unless_asked(made: TinyModels, tmp_path: Path) -> None:
