@@ -41,6 +41,8 @@ class CategorySpeedup(StrictModel):
     p_adjusted: float | None
     significance: Significance
     acceptance_rate: float | None
+    #: the category's draft tokens (0: nothing proposed)
+    draft_tokens: int | None = None
 
 
 class CategoryRow(StrictModel):
@@ -156,6 +158,7 @@ def category_section(rs: RunSet, family: Family | None) -> CategorySection | Non
                 p_adjusted=q,
                 significance=sig,
                 acceptance_rate=c.request_rate if c.request_rate is not None else c.acceptance_rate,
+                draft_tokens=c.draft_tokens,
             )
         )
     speedups.sort(key=lambda s: (s.run.concurrency, s.run.config, cats.index(s.category)))

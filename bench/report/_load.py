@@ -185,6 +185,7 @@ def category_views(p: Payload) -> tuple[CategoryView, ...]:
                 decode=_figure(c.decode_tok_s, samples),
                 acceptance_rate=acc.acceptance_rate if acc else None,
                 mean_acceptance_length=acc.mean_acceptance_length if acc else None,
+                draft_tokens=acc.draft_tokens if acc else None,
                 request_rate=req.acceptance_rate if req else None,
                 request_source=req.source if req else None,
                 request_agrees=req.agrees_with_counters if req else None,

@@ -83,6 +83,9 @@ class CategoryView(StrictModel):
     decode: Figure = Figure()
     acceptance_rate: float | None = None
     mean_acceptance_length: float | None = None
+    #: the counters' draft tokens over the category's windows (0: nothing was proposed, so
+    #: there is no rate; None: not read)
+    draft_tokens: int | None = None
     request_rate: float | None = Field(
         default=None, description="acceptance from the engine's per-request counts"
     )

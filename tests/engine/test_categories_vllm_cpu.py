@@ -1,0 +1,115 @@
+"""Issue 37 on a real engine: a categorised prompt set (bench/prompts/tiny-chain-categories.jsonl)
+through ``specbench matrix --launcher docker`` and ``specbench report`` on vLLM's CPU build,
+bench/experiments/tiny-vllm-cpu-categories.yaml: the chain target with a baseline and n-gram
+prompt lookup k=3. Each category's counters are known before the server starts
+(bench/tinymodel/_categories.py works them out from the tokenizer and the chain): copy accepts
+every draft token, fresh gets no draft, partial rejects at most k tokens a request. The
+counters of each category's windows must equal them exactly; the payloads record the chat
+template, thinking and sampling; the report has the per-category section with the speedups
+over the baseline. Two server starts, 32-token answers (about 70 s)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from tokenizers import Tokenizer
+
+from bench.engines import load_experiment
+from bench.matrix import MatrixOptions, run_matrix
+from bench.report import render_report
+from bench.schema import Payload, read_payload
+from bench.tinymodel import CHAT_TEMPLATE, TinyModels
+from bench.tinymodel import _categories as cats
+
+EXPERIMENT = "bench/experiments/tiny-vllm-cpu-categories.yaml"
+
+
+@dataclass
+class CategoriesRun:
+    payloads: dict[str, Payload]
+    report: str
+    expected: dict[str, cats.NgramCounts]  # per category, over its measured prompts
+
+
+@pytest.fixture(scope="module")
+def categories_run(
+    vllm_cpu_image: str, tiny_models: TinyModels, tmp_path_factory: pytest.TempPathFactory
+) -> CategoriesRun:
+    exp = load_experiment(EXPERIMENT)
+    out = tmp_path_factory.mktemp("categories") / "run"
+    opts = MatrixOptions(
+        out=out, launcher="docker", model_cache=str(tiny_models.chain.path.parent),
+        allow_unpinned=True, show_progress=False,
+    )  # fmt: skip
+    result = run_matrix(exp, opts)
+    assert [o.status for o in result.outcomes] == ["done", "done"], result.outcomes
+    payloads = {c: read_payload(out / "payloads" / f"{c}-c1.json") for c in ("baseline", "ngram")}
+    report = render_report(out).read_text()
+    # the oracle: each category's measured prompts (c=1: the warmup takes the first, the
+    # iterations the next ones in file order, wrapping around), their counts added up
+    wl, ngram = exp.workload, exp.configurations[1]
+    assert wl.prompt_set is not None and ngram.spec_num_tokens == 3 and wl.concurrency == [1]
+    tok = Tokenizer.from_file(str(tiny_models.chain.path / "tokenizer.json"))
+    _, answer = cats.chain_output(tok, tiny_models.chain_next, wl.max_tokens + 8)
+    lines = [json.loads(x) for x in Path(EXPERIMENT).parent.joinpath(wl.prompt_set.path or "")
+             .read_text(encoding="utf-8").splitlines()]  # fmt: skip
+    expected: dict[str, cats.NgramCounts] = {}
+    for cat in dict.fromkeys(x["category"] for x in lines):
+        pool = [x["prompt"] for x in lines if x["category"] == cat]
+        total = cats.NgramCounts(0, 0, 0)
+        for i in range(wl.iterations):
+            prompt = pool[(wl.warmup + i) % len(pool)]
+            one = cats.ngram_counts(cats.rendered_ids(tok, prompt), answer, wl.max_tokens, 3, 2, 4)
+            total = cats.NgramCounts(*(a + b for a, b in zip(total, one, strict=True)))
+        expected[cat] = total
+    return CategoriesRun(payloads, report, expected)
+
+
+def test_each_categorys_counters_are_what_the_construction_implies(
+    categories_run: CategoriesRun,
+) -> None:
+    p = categories_run.payloads["ngram"]
+    assert p.evidence.validity.valid, p.evidence.validity.reasons
+    got = {c.category: c for c in p.evidence.categories}
+    assert list(got) == ["copy", "fresh", "partial"]
+    for cat, want in categories_run.expected.items():
+        acc = got[cat].acceptance
+        assert acc is not None, cat
+        assert (acc.drafts, acc.draft_tokens, acc.accepted_tokens) == tuple(want), cat
+    assert got["copy"].acceptance and got["copy"].acceptance.acceptance_rate == 1.0
+    assert got["fresh"].acceptance and got["fresh"].acceptance.draft_tokens == 0
+    part = got["partial"].acceptance
+    assert part and part.acceptance_rate is not None and 0 < part.acceptance_rate < 1
+
+
+def test_payloads_record_the_template_thinking_and_sampling(
+    categories_run: CategoriesRun, tiny_models: TinyModels
+) -> None:
+    for name, p in categories_run.payloads.items():
+        wl = p.evidence.workload
+        assert wl.chat_template is not None, name
+        assert wl.chat_template.sha256 == hashlib.sha256(CHAT_TEMPLATE.encode()).hexdigest()
+        assert wl.chat_template.enable_thinking is None  # not sent: the template's default
+        assert wl.prompt_set is not None and wl.prompt_set.name == "tiny-chain-categories"
+        assert wl.sampling is not None and wl.sampling.temperature == 0.0, name
+        assert [c.category for c in p.evidence.categories] == ["copy", "fresh", "partial"]
+
+
+def test_the_report_has_the_category_section_with_the_speedups(
+    categories_run: CategoriesRun,
+) -> None:
+    text = categories_run.report
+    section = text.split("## Acceptance and speedup by prompt category", 1)[1].split("\n## ")[0]
+    assert "tiny-chain-categories@" in section and "SIMULATED" not in section
+    row = next(ln for ln in section.splitlines() if ln.startswith("| vLLM + n-gram | 1 |"))
+    exp = categories_run.expected
+    part = 100 * exp["partial"].accepted / exp["partial"].draft_tokens
+    assert "| 100.00% |" in row and "| no drafts proposed |" in row and f"| {part:.2f}% |" in row
+    cells = [ln.split(" | ") for ln in section.splitlines() if ln.startswith("| vLLM + n-gram |")]
+    speedups = [c for c in cells if c[2] in exp]
+    assert [c[2] for c in speedups] == ["copy", "fresh", "partial"]  # one row each, vs baseline
+    assert all(c[4].endswith(")") and "x (" in c[4] for c in speedups)  # ratio and its CI
