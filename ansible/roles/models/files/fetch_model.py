@@ -14,6 +14,12 @@ the pinned commit, and (for LFS files, whose etag is their sha256) hash to that 
 A second run does not hash the weights again (a 27B checkpoint is some 20 GB): each LFS file that
 hashed to its etag is kept in `.specbench-verified.json` with its size, mtime and inode, and is
 hashed again only when one of them, its etag or the revision changed (`--rehash` hashes all).
+
+`--repo-type dataset --file FILE [--sha256 HEX]` (issue 37) fetches one file of a dataset
+repository instead, a prompt set: only that file, at the revision, into --dest; prints
+{"changed", "revision", "file", "sha256"}. An expected sha256 (not 'unresolved') that the file
+does not hash to is a failure naming both. A file already there for that revision (its record in
+`.specbench-dataset.json`) that hashes right is not downloaded again.
 """
 
 from __future__ import annotations
@@ -27,6 +33,8 @@ from pathlib import Path
 MARKER = ".specbench-revision"
 VERIFIED = ".specbench-verified.json"
 VERIFIED_SCHEMA = "specbench.verified/1"
+DATASET = ".specbench-dataset.json"
+DATASET_SCHEMA = "specbench.dataset/1"
 
 
 def sha256(path: Path) -> str:
@@ -102,17 +110,68 @@ def verify(
     return len(metas), problems, hashed
 
 
-def resolve(repo_id: str, ref: str) -> str:
+def resolve(repo_id: str, ref: str, repo_type: str = "model") -> str:
     """The commit `ref` (a branch or tag) of `repo_id` points at now, as 40 hex digits."""
     from huggingface_hub import HfApi
 
     try:
-        sha = HfApi().model_info(repo_id, revision=ref).sha
+        api = HfApi()
+        info = api.dataset_info if repo_type == "dataset" else api.model_info
+        sha = info(repo_id, revision=ref).sha
     except Exception as err:  # the hub's errors are many; the message is what a person needs
         sys.exit(f"cannot resolve {repo_id}@{ref}: {type(err).__name__}: {err}")
     if not isinstance(sha, str) or len(sha) != 40 or any(c not in "0123456789abcdef" for c in sha):
         sys.exit(f"cannot resolve {repo_id}@{ref}: the hub answered {sha!r}, not a commit")
     return sha
+
+
+def _dataset_record(dest: Path) -> dict[str, str]:
+    """What an earlier run fetched into dest (empty: absent or unreadable)."""
+    try:
+        data = json.loads((dest / DATASET).read_text())
+    except (OSError, ValueError):
+        return {}
+    if not isinstance(data, dict) or data.get("schema") != DATASET_SCHEMA:
+        return {}
+    return {k: v for k, v in data.items() if isinstance(v, str)}
+
+
+def fetch_dataset(
+    repo_id: str, revision: str, file: str, expected: str, dest: Path, check: bool
+) -> dict[str, object]:
+    """One file of a dataset repository at `revision` in dest, hash-checked; the JSON answer.
+    Exits with a reason on a failed download or a sha256 other than `expected`."""
+    if file.startswith("/") or ".." in Path(file).parts:
+        sys.exit(f"{repo_id}: --file {file!r} must be a path inside the repository")
+    target = dest / file
+    want = None if expected == "unresolved" else expected
+    held = _dataset_record(dest)
+    if held.get("revision") == revision and held.get("file") == file and target.is_file():
+        have = sha256(target)
+        if have == held.get("sha256") and want in (None, have):
+            return {"changed": False, "revision": revision, "file": file, "sha256": have}
+    if check:
+        return {"changed": True, "revision": revision, "file": file, "sha256": want}
+    from huggingface_hub import hf_hub_download
+
+    dest.mkdir(parents=True, exist_ok=True)
+    try:
+        hf_hub_download(repo_id, file, revision=revision, repo_type="dataset", local_dir=dest)
+    except Exception as err:  # the hub's errors are many; the message is what a person needs
+        sys.exit(f"download of {repo_id}@{revision} {file} failed: {type(err).__name__}: {err}")
+    if not target.is_file():
+        sys.exit(f"{repo_id}@{revision}: {file} is not at {target} after the download")
+    have = sha256(target)
+    if want is not None and have != want:
+        sys.exit(
+            f"{repo_id}@{revision} {file}: sha256 {have}, the experiment pins {want} (the file "
+            "at that commit is not the one pinned)"
+        )
+    tmp = dest / (DATASET + ".tmp")
+    body = {"schema": DATASET_SCHEMA, "revision": revision, "file": file, "sha256": have}
+    tmp.write_text(json.dumps(body, indent=1, sort_keys=True) + "\n")
+    tmp.replace(dest / DATASET)
+    return {"changed": True, "revision": revision, "file": file, "sha256": have}
 
 
 def main() -> None:
@@ -131,12 +190,25 @@ def main() -> None:
         default=None,
         help="with --revision unresolved: resolve this branch/tag to its commit and use that",
     )
+    ap.add_argument("--repo-type", choices=("model", "dataset"), default="model")
+    ap.add_argument("--file", default=None, help="with --repo-type dataset: the one file to fetch")
+    ap.add_argument(
+        "--sha256",
+        default="unresolved",
+        help="with --repo-type dataset: the file's pinned sha256 ('unresolved': record it)",
+    )
     args = ap.parse_args()
+    if args.repo_type == "dataset" and not args.file:
+        sys.exit(f"{args.repo_id}: --repo-type dataset needs --file")
     if args.revision == "unresolved":
         if not args.resolve_ref:
             sys.exit(f"{args.repo_id}: revision is 'unresolved'; pass --resolve-ref to resolve it")
-        args.revision = resolve(args.repo_id, args.resolve_ref)
+        args.revision = resolve(args.repo_id, args.resolve_ref, args.repo_type)
     dest: Path = args.dest
+    if args.repo_type == "dataset":
+        out = fetch_dataset(args.repo_id, args.revision, args.file, args.sha256, dest, args.check)
+        print(json.dumps(out))
+        return
     marker = dest / MARKER
     have = marker.read_text().strip() if marker.is_file() else ""
     if have == args.revision:
