@@ -88,6 +88,24 @@ def _pairs(flag: str, values: list[str] | None) -> dict[str, str]:
     return out
 
 
+def _datasets(exp: Experiment) -> dict[str, dict[str, str]]:
+    ps = exp.workload.prompt_set
+    if ps is None or ps.dataset is None:
+        return {}
+    return {ps.name: ps.dataset.model_dump(mode="json")}
+
+
+def _dataset_pins(values: list[str] | None) -> dict[str, tuple[str, str]]:
+    """``--dataset NAME=REVISION:SHA256`` values, by name."""
+    out: dict[str, tuple[str, str]] = {}
+    for name, value in _pairs("--dataset", values).items():
+        rev, sep, sha = value.partition(":")
+        if not sep or not rev or not sha:
+            raise InputError("--dataset", f"{name}={value!r}: want NAME=REVISION:SHA256")
+        out[name] = (rev, sha)
+    return out
+
+
 def _render(p: PinnedExperiment) -> str:
     lines = [f"pins of {p.experiment.name} for host {p.host} (lock: {p.lock_path})"]
     for pin in p.pins:
@@ -129,6 +147,8 @@ def show(
                 k: m.model_dump(mode="json", exclude_none=True)
                 for k, m in pinned.experiment.models.items()
             },
+            # a dataset prompt set, by its name, as pinned (the models stage fetches it)
+            "datasets": _datasets(pinned.experiment),
         }
         typer.echo(json.dumps(out, indent=1))
     else:
@@ -153,6 +173,13 @@ def record(
     model_revision: Annotated[
         list[str] | None, typer.Option(help="KEY=<40 hex> the commit a model resolved to")
     ] = None,
+    dataset: Annotated[
+        list[str] | None,
+        typer.Option(
+            help="NAME=<40 hex>:<64 hex> the commit a dataset prompt set resolved to and its "
+            "file's sha256"
+        ),
+    ] = None,
     resolved_from: Annotated[str, typer.Option(help="the branch models resolved from")] = "main",
 ) -> None:
     """Add what a host resolved to the lock; refuse a value that differs from a pin (exit 2,
@@ -164,6 +191,7 @@ def record(
         base_digests=_pairs("--base-digest", base_digest),
         image_ids=_pairs("--image-id", image_id),
         model_revisions=_pairs("--model-revision", model_revision),
+        datasets=_dataset_pins(dataset),
         resolved_from=resolved_from,
     )
     # everything checked before anything is written: a refused value leaves no folder, no lock
@@ -183,6 +211,9 @@ def forget(
     experiment: ExperimentArg,
     image: Annotated[list[str] | None, typer.Option(help="an image key to resolve anew")] = None,
     model: Annotated[list[str] | None, typer.Option(help="a model key to resolve anew")] = None,
+    dataset: Annotated[
+        list[str] | None, typer.Option(help="a dataset prompt set's name to resolve anew")
+    ] = None,
     host: Annotated[
         str | None, typer.Option(help="only this host's image ID of the named builds")
     ] = None,
@@ -190,12 +221,14 @@ def forget(
 ) -> None:
     """Drop entries from the lock, so that the next run resolves them anew (moving a pin on
     purpose)."""
-    if not image and not model:
-        raise InputError("--image/--model", "name at least one entry to forget")
+    if not image and not model and not dataset:
+        raise InputError("--image/--model/--dataset", "name at least one entry to forget")
     exp = _experiment(experiment, None)
     path = _lock_path(experiment, lock)
     with locked(path):
-        new, gone = forget_pins(read_lock(path, exp.name), image or [], model or [], host)
+        new, gone = forget_pins(
+            read_lock(path, exp.name), image or [], model or [], host, dataset or []
+        )
         write_lock(path, new)
     for line in gone:
         typer.echo(f"forgot {line} in {path}")

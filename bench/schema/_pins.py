@@ -300,7 +300,8 @@ def _apply_dataset(exp: Experiment, lock: PinsLock, path: Path) -> tuple[Any, li
         raise InputError(
             f"{path}: datasets.{ps.name}",
             f"resolved for {entry.hf_id} {entry.file}, the experiment now names {d.hf_id} "
-            f"{d.file}: delete the lock's entry and run again to resolve it",
+            f"{d.file}: run `specbench pins forget <experiment> {flag}` and run again to "
+            "resolve it",
         )
     where = "workload.prompt_set.dataset"
     rev, src = _pick(path, f"{where}.revision", d.revision, entry.revision if entry else None, flag)
@@ -438,7 +439,7 @@ def record_pins(
         d, held = ps.dataset, datasets.get(name)
         fix = (
             f"{d.hf_id}@{found.resolved_from} has moved. To take the new commit on purpose: "
-            "delete the lock's entry and run again"
+            f"`specbench pins forget <experiment> --dataset {name}` and run again"
         )
         where = "workload.prompt_set.dataset"
         old_rev, old_sha = (held.revision, held.sha256) if held else (None, None)
@@ -483,12 +484,24 @@ def _compare_pin(where: str, fixed: str, old: str | None, new: str, fix: str) ->
 
 
 def forget_pins(
-    lock: PinsLock, images: list[str], models: list[str], host: str | None
+    lock: PinsLock,
+    images: list[str],
+    models: list[str],
+    host: str | None,
+    datasets: list[str] | None = None,
 ) -> tuple[PinsLock, list[str]]:
     """The lock without the named entries (with ``host``: only that host's image IDs of the
-    named builds); and what was removed, as lines."""
+    named builds; ``datasets``: prompt sets by name); and what was removed, as lines."""
     out_images = dict(lock.images)
     out_models = dict(lock.models)
+    out_datasets = dict(lock.datasets)
+    for name in datasets or []:
+        if name not in out_datasets:
+            raise InputError(
+                "--dataset", f"the lock has no entry {name!r} ({sorted(lock.datasets)})"
+            )
+        del out_datasets[name]
+    gone_datasets = [f"datasets.{n}" for n in datasets or []]
     gone: list[str] = []
     for key in images:
         entry = out_images.get(key)
@@ -508,4 +521,5 @@ def forget_pins(
             raise InputError("--model", f"the lock has no entry {key!r} ({sorted(lock.models)})")
         del out_models[key]
         gone.append(f"models.{key}")
-    return lock.model_copy(update={"images": out_images, "models": out_models}), gone
+    new = {"images": out_images, "models": out_models, "datasets": out_datasets}
+    return lock.model_copy(update=new), gone + gone_datasets
