@@ -50,6 +50,7 @@ from bench.matrix._launch import (
     ProcessLauncher,
     scrub,
 )
+from bench.matrix._models_present import check_models_present
 from bench.matrix._options import (
     EMULATED_NO_TELEMETRY,
     MatrixOptions,
@@ -209,6 +210,8 @@ def _run_matrix(
                 "--allow-unpinned to run by tag, a run that cannot be published)",
             )
     if launcher is None:
+        if not opts.emulated:
+            check_models_present(exp, selected, opts.model_cache, opts.local_engine)
         launcher = (
             ProcessLauncher(engine=opts.local_engine)
             if opts.launcher == "process"
