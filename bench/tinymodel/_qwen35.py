@@ -242,16 +242,15 @@ def _silu(x: F32) -> F32:
     return out
 
 
-def mtp_head_tokens(
-    weights: dict[str, F32], embedding: F32, head: F32, tokens: F32, with_mlp: bool = True
-) -> tuple[F32, F32]:
-    """What the MTP head predicts for each token id in ``tokens`` (float32 forward of the layer
-    as SGLang runs it, on the given weights; the target hidden half of ``fc`` is zero, so it is
-    left out): (argmax ids, logits). ``with_mlp=False`` is the draft whose projections were
-    skipped at load, their memory zero: the attention and the MLP add nothing."""
-    e = rms_normed(embedding[tokens.astype(np.int64)])
-    h = e.shape[1]
-    x = e @ weights["mtp.fc.weight"][:, :h].T
+def mtp_head_logits(
+    weights: dict[str, F32], embedding: F32, head: F32, tokens: list[int], with_mlp: bool = True
+) -> F32:
+    """The MTP head's logits for each token id in ``tokens`` (a float32 forward of the layer as
+    SGLang runs it, on the given weights; the target-hidden half of ``fc`` is zero, so it is
+    left out). ``with_mlp=False`` is the draft whose projections were skipped at load, their
+    memory zero: the attention and the MLP add nothing."""
+    e = rms_normed(embedding[tokens])
+    x = e @ weights["mtp.fc.weight"][:, : e.shape[1]].T
     if with_mlp:
         y = rms_normed(x)
         act = _silu(y @ weights[_MTP + "gate_proj.weight"].T) * (
@@ -259,7 +258,7 @@ def mtp_head_tokens(
         )
         x = x + act @ weights[_MTP + "down_proj.weight"].T
     logits: F32 = rms_normed(x) @ head.T
-    return logits.argmax(axis=1).astype(np.float32), logits
+    return logits
 
 
 def check_mtp_head(
@@ -268,16 +267,16 @@ def check_mtp_head(
     """Prove that the MTP head predicts ``sigma(t)`` for every cycle token, by
     :data:`MIN_MARGIN`, and that without its MLP it predicts ``sigma(t)`` for none; the
     smallest margin found."""
-    tokens = np.array(sorted(sigma), dtype=np.float32)
-    want = np.array([sigma[int(t)] for t in tokens])
+    tokens = sorted(sigma)
+    want = np.array([sigma[t] for t in tokens])
     rows = np.arange(len(tokens))
-    got, logits = mtp_head_tokens(weights, embedding, head, tokens)
+    logits = mtp_head_logits(weights, embedding, head, tokens)
     best = logits[rows, want].copy()
     logits[rows, want] = -np.inf
     margin = float(np.min(best - logits.max(axis=1)))
-    if margin < MIN_MARGIN or not np.array_equal(got.astype(np.int64), want):
+    if margin < MIN_MARGIN:  # the right token leads every other by the margin, so it is argmax
         raise InputError("tiny-model", f"MTP head margin {margin:.2f} < {MIN_MARGIN}: other seed")
-    skipped, _ = mtp_head_tokens(weights, embedding, head, tokens, with_mlp=False)
-    if np.any(skipped.astype(np.int64) == want):
+    skipped = mtp_head_logits(weights, embedding, head, tokens, with_mlp=False).argmax(axis=1)
+    if np.any(skipped == want):
         raise InputError("tiny-model", "the MTP head predicts right without its MLP: other seed")
     return margin
