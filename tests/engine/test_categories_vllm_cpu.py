@@ -4,7 +4,8 @@ bench/experiments/tiny-vllm-cpu-categories.yaml: the chain target with a baselin
 prompt lookup k=3. Each category's counters are known before the server starts
 (bench/tinymodel/_categories.py works them out from the tokenizer and the chain): copy accepts
 every draft token, fresh gets no draft, partial rejects at most k tokens a request. The
-counters of each category's windows must equal them exactly; the payloads record the chat
+counters of each category's windows, and the responses' own counts (vLLM's
+--per-request-spec-decode-metrics), must equal them exactly; the payloads record the chat
 template, thinking and sampling; the report has the per-category section with the speedups
 over the baseline. Two server starts, 32-token answers (about 70 s)."""
 
@@ -80,6 +81,11 @@ def test_each_categorys_counters_are_what_the_construction_implies(
         acc = got[cat].acceptance
         assert acc is not None, cat
         assert (acc.drafts, acc.draft_tokens, acc.accepted_tokens) == tuple(want), cat
+        # each response's own counts (--per-request-spec-decode-metrics summary), summed
+        req = got[cat].request_acceptance
+        assert req is not None and req.source == "vllm metrics.speculative_decoding", cat
+        assert (req.verify_steps, req.draft_tokens, req.accepted_tokens) == tuple(want), cat
+        assert req.agrees_with_counters is True and req.requests == 3, cat
     assert got["copy"].acceptance and got["copy"].acceptance.acceptance_rate == 1.0
     assert got["fresh"].acceptance and got["fresh"].acceptance.draft_tokens == 0
     part = got["partial"].acceptance
@@ -108,8 +114,11 @@ def test_the_report_has_the_category_section_with_the_speedups(
     row = next(ln for ln in section.splitlines() if ln.startswith("| vLLM + n-gram | 1 |"))
     exp = categories_run.expected
     part = 100 * exp["partial"].accepted / exp["partial"].draft_tokens
-    assert "| 100.00% |" in row and "| no drafts proposed |" in row and f"| {part:.2f}% |" in row
+    assert "| 100.00% (per request 100.00%) |" in row and "| no drafts proposed |" in row
+    assert f"| {part:.2f}% (per request {part:.2f}%) |" in row
     cells = [ln.split(" | ") for ln in section.splitlines() if ln.startswith("| vLLM + n-gram |")]
     speedups = [c for c in cells if c[2] in exp]
     assert [c[2] for c in speedups] == ["copy", "fresh", "partial"]  # one row each, vs baseline
+    assert "checked against the counters in 3 category window(s)" in section
+    assert "agreed in every one" in section
     assert all(c[4].endswith(")") and "x (" in c[4] for c in speedups)  # ratio and its CI
