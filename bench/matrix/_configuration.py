@@ -349,7 +349,7 @@ def run_configuration(ctx: RunContext, cfg: Configuration, outcome: Outcome) -> 
         # see, and up to 12 s a level of CI time for an acceptance-length cross-check.
         on_gpu = image.device == "cuda"
         stats_wait = engine.stats_interval_s if on_gpu and not opts.emulated else None
-        prompt_set = experiment_prompt_set(exp.workload.prompt_set)
+        prompt_set = experiment_prompt_set(exp.workload.prompt_set, Path(opts.model_cache))
         # each category of a prompt set is measured as its own windows
         per_level = (warmup + iterations) * (len(prompt_set.categories()) if prompt_set else 1)
         for k in exp.levels_for(cfg):

@@ -9,11 +9,13 @@ labelled as such; the real run takes what it takes.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from bench.core import StrictModel
 from bench.emulator.runner import resolve_profile
 from bench.engines import DEFAULT_MODEL_CACHE, flag_value, get_engine, plan_entries
-from bench.measure import experiment_prompt_set
-from bench.schema import Configuration, Experiment
+from bench.measure import dataset_file, experiment_prompt_set
+from bench.schema import UNRESOLVED, Configuration, Experiment
 
 
 class ConfigurationEstimate(StrictModel):
@@ -31,6 +33,7 @@ def estimate(
     cfg: Configuration,
     warmup: int | None = None,
     iterations: int | None = None,
+    model_cache: str | None = None,
 ) -> ConfigurationEstimate:
     """Server start plus every level's warmup and measured iterations, on the profile's clock."""
     w = experiment.workload
@@ -45,7 +48,7 @@ def estimate(
     n = (w.warmup if warmup is None else warmup) + (
         w.iterations if iterations is None else iterations
     )
-    n *= len(categories(experiment)) or 1  # each category is its own windows
+    n *= len(categories(experiment, model_cache)) or 1  # each category is its own windows
     measure_s = sum(
         n * profile.iteration_s(w.prompt_tokens, w.max_tokens, c)
         for c in experiment.levels_for(cfg)
@@ -55,13 +58,21 @@ def estimate(
     )
 
 
-def categories(experiment: Experiment) -> list[str]:
-    """The categories of the experiment's local prompt set (read and checked against its
-    sha256: exit 2 on a bad file); [] for the synthetic workload or a dataset not fetched."""
+def categories(experiment: Experiment, model_cache: str | None = None) -> list[str]:
+    """The categories of the experiment's prompt set (read and checked against its sha256:
+    exit 2 on a bad file); [] for the synthetic workload, or a dataset prompt set that the
+    models stage has not fetched into ``model_cache`` (or whose sha256 is not pinned yet)."""
     ps = experiment.workload.prompt_set
-    if ps is None or ps.path is None:
+    if ps is None:
         return []
-    loaded = experiment_prompt_set(ps)
+    cache = Path(model_cache) if model_cache is not None else None
+    if ps.dataset is not None and (
+        cache is None
+        or ps.dataset.sha256 == UNRESOLVED
+        or not dataset_file(ps.name, ps.dataset, cache).is_file()
+    ):
+        return []
+    loaded = experiment_prompt_set(ps, cache)
     return loaded.categories() if loaded is not None else []
 
 
@@ -88,13 +99,20 @@ def render_plan(
         "",
     ]
     if w.prompt_set is not None:
-        cats = categories(experiment)
-        where = w.prompt_set.path or f"dataset {w.prompt_set.dataset}"
+        cats = categories(experiment, model_cache)
+        ds = w.prompt_set.dataset
+        where = (
+            f"dataset {ds.hf_id}@{ds.revision} {ds.file}, read from "
+            f"{dataset_file(w.prompt_set.name, ds, Path(model_cache))}"
+            if ds is not None
+            else w.prompt_set.path
+        )
         each = (
             f"{len(cats)} categories ({', '.join(cats)}), each measured as its own windows "
             "(warmup + iterations per category and level)"
             if cats
-            else "categories unknown until the dataset is fetched (estimated as one window)"
+            else "categories unknown until the models stage (`make provision`) fetches the "
+            "dataset there (estimated as one window)"
         )
         thinking = (
             "not sent (template default)"
@@ -106,7 +124,9 @@ def render_plan(
             f"template, enable_thinking {thinking}; prompt_tokens only sizes this estimate.",
             "",
         ]
-    estimates = [estimate(experiment, cfg) for cfg in experiment.select(only)]
+    estimates = [
+        estimate(experiment, cfg, model_cache=model_cache) for cfg in experiment.select(only)
+    ]
     total = sum(e.total_s for e in estimates)
     lines += [
         f"Estimated wall time: {duration(total)} for {len(estimates)} server start(s) "

@@ -58,14 +58,13 @@ from bench.matrix._options import (
     Outcome,
     TelemetryFactory,
 )
-from bench.matrix._plan import categories
 from bench.matrix._resume import (
     Interrupted,
     check_resume,
     hold_folder,
     interrupted_message,
 )
-from bench.measure import ProgressBar
+from bench.measure import ProgressBar, experiment_prompt_set
 from bench.schema import (
     ConfigurationStatus,
     Experiment,
@@ -209,6 +208,9 @@ def _run_matrix(
                 + " (the first `make provision` resolves them into the lock; or pass "
                 "--allow-unpinned to run by tag, a run that cannot be published)",
             )
+    # the prompt set is read and checked against its pin before anything is written (a dataset
+    # prompt set: from where the models stage fetched it, under --model-cache)
+    prompt_set = experiment_prompt_set(exp.workload.prompt_set, Path(opts.model_cache))
     if launcher is None:
         if not opts.emulated:
             check_models_present(exp, selected, opts.model_cache, opts.local_engine)
@@ -263,7 +265,7 @@ def _run_matrix(
     warmup = opts.warmup if opts.warmup is not None else exp.workload.warmup
     iterations = opts.iterations if opts.iterations is not None else exp.workload.iterations
     # a prompt set's categories are each measured as their own windows
-    per_level = (warmup + iterations) * (len(categories(exp)) or 1)
+    per_level = (warmup + iterations) * (len(prompt_set.categories()) if prompt_set else 1)
     total = sum(len(exp.levels_for(c)) * per_level for c in selected)
     outcomes: list[Outcome] = []
     ctx: RunContext | None = None

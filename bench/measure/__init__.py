@@ -26,7 +26,12 @@ from bench.measure._client import (
 from bench.measure._loop import Measured, RunSpec, measure, measure_level, probe_level
 from bench.measure._probes import MAX_PROBES
 from bench.measure._progress import ProgressBar
-from bench.measure._promptset import PromptSet, experiment_prompt_set, read_prompt_set
+from bench.measure._promptset import (
+    PromptSet,
+    dataset_file,
+    experiment_prompt_set,
+    read_prompt_set,
+)
 from bench.measure._validity import (
     GraphCheck,
     accept_lengths,
@@ -65,6 +70,7 @@ __all__ = [
     "build",
     "chat_body",
     "combine",
+    "dataset_file",
     "delta",
     "experiment_prompt_set",
     "find_cached_tokenizer",

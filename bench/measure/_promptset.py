@@ -4,6 +4,10 @@ One JSON object a line: ``{"category": "code", "messages": [{"role": "user", "co
 or ``{"category": "code", "prompt": "..."}`` (a single user message). Blank lines are skipped.
 The file is read through the reading layer (bounds, UTF-8); a bad line is exit 2 naming the
 file and the line. The experiment pins the file's sha256: a file that changed is refused.
+
+A dataset prompt set (``workload.prompt_set.dataset``, a pinned Hugging Face dataset revision) is
+fetched on the GPU host by the Ansible models stage into ``<model cache>/datasets/<name>/<file>``
+and read from there, checked against the sha256 of the experiment or its pins lock.
 """
 
 from __future__ import annotations
@@ -16,7 +20,7 @@ from pydantic import Field, ValidationError, model_validator
 
 from bench.core import InputError, StrictModel, describe_validation_error, parse_json, read_text
 from bench.schema import PromptSetRecord
-from bench.schema._experiment import PromptSetSpec
+from bench.schema._experiment import UNRESOLVED, DatasetPin, PromptSetSpec
 
 #: a prompt set is a small file of text prompts; anything bigger is a mistake
 MAX_PROMPT_SET_BYTES = 16 * 1024 * 1024
@@ -112,14 +116,59 @@ def read_prompt_set(path: Path, name: str, sha256: str | None, field: str) -> Pr
     return ps
 
 
-def experiment_prompt_set(spec: PromptSetSpec | None) -> PromptSet | None:
-    """The experiment's prompt set, read and checked against its pin (None: synthetic)."""
+def dataset_file(name: str, d: DatasetPin, model_cache: Path) -> Path:
+    """Where the models stage puts a dataset prompt set's file (the models role's
+    ``models_dir/datasets/<name>/<file>``)."""
+    return model_cache / "datasets" / name / d.file
+
+
+def read_dataset_prompt_set(name: str, d: DatasetPin, model_cache: Path) -> PromptSet:
+    """A dataset prompt set as the models stage fetched it into ``model_cache``, checked against
+    its pinned sha256 (the experiment's, or the pins lock's once applied)."""
+    path = dataset_file(name, d, model_cache)
+    field = "workload.prompt_set.dataset"
+    if ".." in Path(d.file).parts or Path(d.file).is_absolute():
+        raise InputError(f"{field}.file", f"{d.file!r} must be a path inside the dataset")
+    if not path.is_file():
+        raise InputError(
+            field,
+            f"{d.hf_id} {d.file} is not at {path}: the models stage (`make provision`) fetches "
+            "it there; or point --model-cache at the folder that holds datasets/"
+            f"{name}/{d.file}",
+        )
+    if d.sha256 == UNRESOLVED:
+        raise InputError(
+            f"{field}.sha256",
+            f"unresolved in the experiment and in its pins lock, so {path} cannot be checked: "
+            "run the models stage (`make provision`), which fetches the file and records its "
+            "commit and sha256 in the lock",
+        )
+    ps = read_prompt_set(path, name, None, f"{field}.sha256")
+    if ps.sha256 != d.sha256:
+        raise InputError(
+            f"{field}.sha256",
+            f"{path} has sha256 {ps.sha256}, the pin is {d.sha256} ({d.hf_id}@{d.revision} "
+            f"{d.file}): the file is not the one pinned; run the models stage again to fetch it",
+        )
+    return ps.model_copy(update={"source": f"{d.hf_id}@{d.revision} {d.file}"})
+
+
+def experiment_prompt_set(
+    spec: PromptSetSpec | None, model_cache: Path | None = None
+) -> PromptSet | None:
+    """The experiment's prompt set, read and checked against its pin (None: synthetic). A
+    dataset prompt set is read from where the models stage fetched it under ``model_cache``
+    (the matrix's ``--model-cache``)."""
     if spec is None:
         return None
-    if spec.path is None:
-        raise InputError(
-            "workload.prompt_set.dataset",
-            "a dataset prompt set is fetched on the GPU host by the models stage, which does "
-            "not fetch datasets yet: give a local 'path' (with its sha256) for now",
-        )
-    return read_prompt_set(Path(spec.path), spec.name, spec.sha256, "workload.prompt_set.sha256")
+    if spec.dataset is not None:
+        if model_cache is None:
+            raise InputError(
+                "workload.prompt_set.dataset",
+                "a dataset prompt set is read from the models stage's download: give the "
+                "folder it fetched into (--model-cache)",
+            )
+        return read_dataset_prompt_set(spec.name, spec.dataset, model_cache)
+    return read_prompt_set(
+        Path(spec.path or ""), spec.name, spec.sha256, "workload.prompt_set.sha256"
+    )
