@@ -183,8 +183,8 @@ class ModelPin(StrictModel):
 class DatasetPin(StrictModel):
     """A prompt set from a dataset on the Hugging Face hub, pinned like weights: the GPU host
     fetches ``file`` of ``hf_id`` at ``revision`` and checks its sha256 (the pins lock records
-    both). Schema only here: the runner reads local files; the Ansible models stage is the
-    place that will fetch it."""
+    both). The Ansible models stage fetches it into ``<models_dir>/datasets/<name>/<file>``;
+    the matrix reads it from there (``--model-cache``)."""
 
     hf_id: str = Field(pattern=r"^[\w.-]+/[\w.-]+$")
     revision: Revision
