@@ -1003,19 +1003,27 @@ def test_refuses_fewer_than_two_gpus_in_nvidia_smi(target: Target) -> None:
 
 # ---- pins that can be resolved, and the benchmark's hold on upgrades --------------------------
 
-# Stands in for the bundle's python running fetch_model.py: "resolves" a ref to sha1(repo id).
+# Stands in for the bundle's python running fetch_model.py: "resolves" a ref to sha1(repo id);
+# a dataset's file (--repo-type dataset) "hashes" to sha256(repo@revision:file).
 FAKE_VENV_PYTHON = """#!/bin/sh
 echo "$@" >> /tmp/sbans-fetch.log
-repo=""; rev=""; ref=""
+repo=""; rev=""; ref=""; kind=model; file=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --repo-id) repo="$2"; shift;; --revision) rev="$2"; shift;; --resolve-ref) ref="$2"; shift;;
+    --repo-type) kind="$2"; shift;; --file) file="$2"; shift;;
   esac
   shift
 done
 if [ "$rev" = unresolved ]; then
   [ -n "$ref" ] || { echo "unresolved without --resolve-ref" >&2; exit 1; }
   rev=$(printf %s "$repo@$ref" | sha1sum | cut -c1-40)
+fi
+if [ "$kind" = dataset ]; then
+  sha=$(printf %s "$repo@$rev:$file" | sha256sum | cut -c1-64)
+  printf '{"changed": true, "revision": "%s", "file": "%s", "sha256": "%s"}\\n' \\
+    "$rev" "$file" "$sha"
+  exit 0
 fi
 echo "{\\"changed\\": true, \\"revision\\": \\"$rev\\", \\"files\\": 1, \\"verified\\": true}"
 """
@@ -1086,7 +1094,7 @@ def test_model_revisions_resolve_once_into_the_pins_lock(target: Target) -> None
     fetched = target.sh("cat /tmp/sbans-fetch.log").stdout
     assert "--resolve-ref" not in fetched and lock.models["target"].revision in fetched
     assert lock_file.read_text() == before
-    assert "Record the model commits in the pins lock." not in _changed_tasks(r)
+    assert "Record the model and dataset commits in the pins lock." not in _changed_tasks(r)
     # the experiment now names another repository for the target: the lock entry is stale
     experiment = yaml.safe_load(
         (REPO / "bench" / "experiments" / "qwen38-27b-gptq-2x3090.yaml").read_text()
@@ -1097,6 +1105,53 @@ def test_model_revisions_resolve_once_into_the_pins_lock(target: Target) -> None
     assert msg.startswith("Read the pins this host runs with"), msg
     assert "resolved for btbtyler09/Qwen3.8-27B-GPTQ-4bit" in msg
     assert "specbench pins forget <experiment> --model target" in msg
+
+
+def test_a_dataset_prompt_set_is_fetched_and_recorded_like_the_weights(target: Target) -> None:
+    """Issue 37: an experiment whose prompt set is a pinned dataset: a first run fetches its one
+    file (resolving its branch) into models_dir/datasets/<name>, and records the commit and the
+    file's sha256 in the pins lock; the next run fetches exactly that commit, checking that
+    sha256, and leaves the lock as it was."""
+    import hashlib
+
+    import yaml
+
+    from bench.schema import read_lock
+
+    _fake_venv(target, "python", FAKE_VENV_PYTHON)
+    target.sh("rm -f /tmp/sbans-fetch.log")
+    experiment = yaml.safe_load(
+        (REPO / "bench" / "experiments" / "qwen38-27b-gptq-2x3090.yaml").read_text()
+    )
+    experiment["workload"]["prompt_set"] = {
+        "name": "hub-prompts",
+        "dataset": {"hf_id": "org/prompts", "revision": "unresolved", "file": "data/p.jsonl",
+                    "sha256": "unresolved"},
+    }  # fmt: skip
+    extra = {**_models_vars(target), "experiment": experiment}
+    lock_file = target.tmp / "pins.lock.yaml"
+    lock_file.unlink(missing_ok=True)
+    skip = "preflight,prerequisites,bundle,verify"
+    r = target.run("dataset-resolve", "models", extra, skip=skip)
+    assert r.rc == 0, "\n".join(_failures(r))
+    rev = hashlib.sha1(b"org/prompts@main").hexdigest()
+    sha = hashlib.sha256(f"org/prompts@{rev}:data/p.jsonl".encode()).hexdigest()
+    entry = read_lock(lock_file, "qwen38-27b-gptq-2x3090").datasets["hub-prompts"]
+    assert (entry.hf_id, entry.file, entry.revision, entry.sha256) == (
+        "org/prompts", "data/p.jsonl", rev, sha,
+    )  # fmt: skip
+    fetched = target.sh("grep -- '--repo-type dataset' /tmp/sbans-fetch.log").stdout
+    assert "--dest /opt/specbench/models/datasets/hub-prompts" in fetched
+    assert "--resolve-ref main" in fetched and "--sha256 unresolved" in fetched
+    # the second run: the recorded commit and sha256, nothing resolved, the lock unchanged
+    target.sh("rm -f /tmp/sbans-fetch.log")
+    before = lock_file.read_text()
+    r = target.run("dataset-again", "models", extra, skip=skip)
+    assert r.rc == 0, "\n".join(_failures(r))
+    fetched = target.sh("grep -- '--repo-type dataset' /tmp/sbans-fetch.log").stdout
+    assert f"--revision {rev}" in fetched and f"--sha256 {sha}" in fetched
+    assert "--resolve-ref" not in fetched
+    assert lock_file.read_text() == before
 
 
 def _write_pins_lock(t: Target, image_ids: dict[str, str]) -> None:
