@@ -12,8 +12,8 @@ with a value the experiment now fixes, or that was resolved for another tag or r
 refused with the entry to delete. A local build's image ID is per host (every host's build gets
 its own ID); everything else is one value for the whole fleet.
 
-To move a pin on purpose: ``specbench pins forget EXPERIMENT --image KEY`` (or ``--model KEY``)
-and run again, which resolves it anew; or write the value into the experiment file and forget
+To move a pin on purpose: ``specbench pins forget EXPERIMENT --image KEY`` (or ``--model KEY``,
+``--dataset NAME``) and run again, which resolves it anew; or write the value into the experiment file and forget
 the lock's entry.
 """
 
@@ -163,7 +163,8 @@ _HEADER = """\
 # specbench pins lock of the experiment {name} ({schema}), written by the runs that resolved
 # its 'unresolved' pins. Commit it next to the experiment: later runs are pinned to it and refuse
 # a mismatch. To move a pin on purpose: `specbench pins forget <experiment> --image KEY` (or
-# --model KEY) and run again. A value written in the experiment file wins and is not kept here.
+# --model KEY, --dataset NAME) and run again. A value written in the experiment file wins and is
+# not kept here.
 """
 
 
