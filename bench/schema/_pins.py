@@ -13,8 +13,8 @@ refused with the entry to delete. A local build's image ID is per host (every ho
 its own ID); everything else is one value for the whole fleet.
 
 To move a pin on purpose: ``specbench pins forget EXPERIMENT --image KEY`` (or ``--model KEY``,
-``--dataset NAME``) and run again, which resolves it anew; or write the value into the experiment file and forget
-the lock's entry.
+``--dataset NAME``) and run again, which resolves it anew; or write the value into the
+experiment file and forget the lock's entry.
 """
 
 from __future__ import annotations
