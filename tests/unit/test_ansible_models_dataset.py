@@ -11,9 +11,10 @@ from typing import Any
 
 import pytest
 import yaml
+from test_pins_dataset_cli import dataset_experiment
 
 from bench.cli import main
-from bench.schema import EXPERIMENTS_DIR, lock_path_for
+from bench.schema import lock_path_for
 
 ANSIBLE = Path(__file__).resolve().parents[2] / "ansible"
 NAME = "speed-bench-coding"
@@ -51,17 +52,7 @@ def _cli(capsys: pytest.CaptureFixture[str], *args: str) -> str:
 
 @pytest.fixture
 def exp_file(tmp_path: Path) -> Path:
-    doc: dict[str, Any] = yaml.safe_load(
-        (EXPERIMENTS_DIR / "qwen38-27b-gptq-2x3090-categories.yaml").read_text()
-    )
-    doc["workload"]["prompt_set"] = {
-        "name": NAME,
-        "dataset": {"hf_id": "org/prompts", "revision": "unresolved", "file": "data/code.jsonl",
-                    "sha256": "unresolved"},
-    }  # fmt: skip
-    path = tmp_path / "e.yaml"
-    path.write_text(yaml.safe_dump(doc))
-    return path
+    return dataset_experiment(tmp_path, NAME, "data/code.jsonl")
 
 
 def test_the_dataset_is_fetched_then_recorded(

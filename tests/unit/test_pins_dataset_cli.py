@@ -20,19 +20,24 @@ SHA = "c" * 64
 NAME = "speed-bench-coding"
 
 
-@pytest.fixture
-def exp_file(tmp_path: Path) -> Path:
+def dataset_experiment(tmp_path: Path, name: str, file: str) -> Path:
+    """The seed host's categories experiment with a dataset prompt set, unresolved."""
     doc: dict[str, Any] = yaml.safe_load(
         (EXPERIMENTS_DIR / "qwen38-27b-gptq-2x3090-categories.yaml").read_text()
     )
     doc["workload"]["prompt_set"] = {
-        "name": NAME,
-        "dataset": {"hf_id": "org/prompts", "revision": "unresolved", "file": "code.jsonl",
+        "name": name,
+        "dataset": {"hf_id": "org/prompts", "revision": "unresolved", "file": file,
                     "sha256": "unresolved"},
     }  # fmt: skip
     path = tmp_path / "e.yaml"
     path.write_text(yaml.safe_dump(doc))
     return path
+
+
+@pytest.fixture
+def exp_file(tmp_path: Path) -> Path:
+    return dataset_experiment(tmp_path, NAME, "code.jsonl")
 
 
 def _cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
