@@ -49,7 +49,7 @@ SENTENCES = (
 )
 
 
-def _render(tok: Tokenizer, user: str) -> list[int]:
+def rendered_ids(tok: Tokenizer, user: str) -> list[int]:
     """The token ids of one user message through the tiny models' chat template with the
     generation prompt, rendered as the engine renders it (Jinja2, bench/tinymodel/_tokenizer.py's
     CHAT_TEMPLATE)."""
@@ -70,7 +70,7 @@ def _find(hay: list[int], needle: list[int]) -> int:
 
 def chain_output(tok: Tokenizer, chain_next: dict[int, int], n: int) -> tuple[int, list[int]]:
     """(the template's last token, the chain target's first ``n`` output tokens)."""
-    last = _render(tok, "x")[-1]
+    last = rendered_ids(tok, "x")[-1]
     out, t = [], last
     for _ in range(n):
         t = chain_next[t]
@@ -92,7 +92,7 @@ def category_prompts(
     copied = tok.decode(out, skip_special_tokens=False)
     lines: list[dict[str, Any]] = []
     for i, sentence in enumerate(SENTENCES):
-        copy = _render(tok, f"{copied}\n\n{sentence}")
+        copy = rendered_ids(tok, f"{copied}\n\n{sentence}")
         if _find(copy, [last, *out]) < 0:
             raise InputError(
                 "tiny-model", "the chain's output does not encode back to itself: other seed"
@@ -100,13 +100,13 @@ def category_prompts(
         lines.append({"category": "copy", "id": f"copy-{i}", "prompt": f"{copied}\n\n{sentence}"})
     seams = {(a, b) for a, b in zip([last, *out], out, strict=False)}
     for i, sentence in enumerate(SENTENCES):
-        ids = _render(tok, sentence)
+        ids = rendered_ids(tok, sentence)
         if any(pair in seams for pair in pairwise(ids)):
             raise InputError("tiny-model", f"fresh prompt {i} holds a pair of the output's tokens")
         lines.append({"category": "fresh", "id": f"fresh-{i}", "prompt": sentence})
     for i, (h, sentence) in enumerate(zip(PARTIAL_TOKENS, SENTENCES, strict=True)):
         text = f"{tok.decode(out[:h], skip_special_tokens=False)} {sentence}"
-        ids = _render(tok, text)
+        ids = rendered_ids(tok, text)
         at = _find(ids, [last, *out[:h]])
         rest = ids[at + 1 + h :] if at >= 0 else []
         if at < 0 or rest[:1] == out[h : h + 1] or any(pair in seams for pair in pairwise(rest)):
@@ -152,11 +152,6 @@ def ngram_counts(
             drafts, proposed, accepted = drafts + 1, proposed + len(guess), accepted + ok
         done += ok + 1
     return NgramCounts(drafts, proposed, accepted)
-
-
-def rendered_ids(tok: Tokenizer, prompt: str) -> list[int]:
-    """A prompt's token ids as the engine renders it (one user message, generation prompt)."""
-    return _render(tok, prompt)
 
 
 def jsonl(lines: list[dict[str, Any]]) -> str:
