@@ -1067,7 +1067,9 @@ def _fake_venv(t: Target, tool: str, script: str) -> None:
 def test_model_revisions_resolve_once_into_the_pins_lock(target: Target) -> None:
     """Issue 29: a first run (no switch) resolves each model's branch to a commit and records it
     in the pins lock on the controller; the next run downloads exactly that commit, resolving
-    nothing, and a lock that no longer matches the experiment is refused with the fix."""
+    nothing, and a lock that no longer matches the experiment is refused with the fix. Issue 37:
+    the experiment's prompt set is a pinned dataset, fetched and recorded the same way (its one
+    file into models_dir/datasets/<name>, its commit and the file's sha256 in the lock)."""
     import hashlib
 
     import yaml
@@ -1075,7 +1077,16 @@ def test_model_revisions_resolve_once_into_the_pins_lock(target: Target) -> None
     from bench.schema import read_lock
 
     _fake_venv(target, "python", FAKE_VENV_PYTHON)
-    extra = _models_vars(target)
+    target.sh("rm -f /tmp/sbans-fetch.log")
+    with_dataset = yaml.safe_load(
+        (REPO / "bench" / "experiments" / "qwen38-27b-gptq-2x3090.yaml").read_text()
+    )
+    with_dataset["workload"]["prompt_set"] = {
+        "name": "hub-prompts",
+        "dataset": {"hf_id": "org/prompts", "revision": "unresolved", "file": "data/p.jsonl",
+                    "sha256": "unresolved"},
+    }  # fmt: skip
+    extra = {**_models_vars(target), "experiment": with_dataset}
     lock_file = target.tmp / "pins.lock.yaml"
     lock_file.unlink(missing_ok=True)
     r = target.run("models-resolve", "models", extra, skip="preflight,prerequisites,bundle,verify")
@@ -1086,6 +1097,15 @@ def test_model_revisions_resolve_once_into_the_pins_lock(target: Target) -> None
         want = hashlib.sha1(f"{hf_id}@main".encode()).hexdigest()
         assert (lock.models[key].hf_id, lock.models[key].revision) == (hf_id, want)
     assert "--resolve-ref main" in target.sh("cat /tmp/sbans-fetch.log").stdout
+    rev = hashlib.sha1(b"org/prompts@main").hexdigest()
+    sha = hashlib.sha256(f"org/prompts@{rev}:data/p.jsonl".encode()).hexdigest()
+    entry = lock.datasets["hub-prompts"]
+    assert (entry.hf_id, entry.file, entry.revision, entry.sha256) == (
+        "org/prompts", "data/p.jsonl", rev, sha,
+    )  # fmt: skip
+    fetched = target.sh("grep -- '--repo-type dataset' /tmp/sbans-fetch.log").stdout
+    assert "--dest /opt/specbench/models/datasets/hub-prompts" in fetched
+    assert "--resolve-ref main" in fetched and "--sha256 unresolved" in fetched
     # the second run: pinned to the lock, nothing resolved, the lock unchanged
     target.sh("rm -f /tmp/sbans-fetch.log")
     before = lock_file.read_text()
@@ -1093,65 +1113,18 @@ def test_model_revisions_resolve_once_into_the_pins_lock(target: Target) -> None
     assert r.rc == 0, "\n".join(_failures(r))
     fetched = target.sh("cat /tmp/sbans-fetch.log").stdout
     assert "--resolve-ref" not in fetched and lock.models["target"].revision in fetched
+    assert f"--revision {rev}" in fetched and f"--sha256 {sha}" in fetched  # the dataset's pins
     assert lock_file.read_text() == before
     assert "Record the model and dataset commits in the pins lock." not in _changed_tasks(r)
     # the experiment now names another repository for the target: the lock entry is stale
-    experiment = yaml.safe_load(
-        (REPO / "bench" / "experiments" / "qwen38-27b-gptq-2x3090.yaml").read_text()
-    )
+    experiment = {**with_dataset, "models": {**with_dataset["models"]}}
+    experiment["models"]["target"] = {**with_dataset["models"]["target"]}
     experiment["models"]["target"]["hf_id"] = "someone/Other-27B-GPTQ"
     msg = _refusal_tags(target, "models", "preflight,prerequisites,bundle,verify",
                         {**extra, "experiment": experiment})  # fmt: skip
     assert msg.startswith("Read the pins this host runs with"), msg
     assert "resolved for btbtyler09/Qwen3.8-27B-GPTQ-4bit" in msg
     assert "specbench pins forget <experiment> --model target" in msg
-
-
-def test_a_dataset_prompt_set_is_fetched_and_recorded_like_the_weights(target: Target) -> None:
-    """Issue 37: an experiment whose prompt set is a pinned dataset: a first run fetches its one
-    file (resolving its branch) into models_dir/datasets/<name>, and records the commit and the
-    file's sha256 in the pins lock; the next run fetches exactly that commit, checking that
-    sha256, and leaves the lock as it was."""
-    import hashlib
-
-    import yaml
-
-    from bench.schema import read_lock
-
-    _fake_venv(target, "python", FAKE_VENV_PYTHON)
-    target.sh("rm -f /tmp/sbans-fetch.log")
-    experiment = yaml.safe_load(
-        (REPO / "bench" / "experiments" / "qwen38-27b-gptq-2x3090.yaml").read_text()
-    )
-    experiment["workload"]["prompt_set"] = {
-        "name": "hub-prompts",
-        "dataset": {"hf_id": "org/prompts", "revision": "unresolved", "file": "data/p.jsonl",
-                    "sha256": "unresolved"},
-    }  # fmt: skip
-    extra = {**_models_vars(target), "experiment": experiment}
-    lock_file = target.tmp / "pins.lock.yaml"
-    lock_file.unlink(missing_ok=True)
-    skip = "preflight,prerequisites,bundle,verify"
-    r = target.run("dataset-resolve", "models", extra, skip=skip)
-    assert r.rc == 0, "\n".join(_failures(r))
-    rev = hashlib.sha1(b"org/prompts@main").hexdigest()
-    sha = hashlib.sha256(f"org/prompts@{rev}:data/p.jsonl".encode()).hexdigest()
-    entry = read_lock(lock_file, "qwen38-27b-gptq-2x3090").datasets["hub-prompts"]
-    assert (entry.hf_id, entry.file, entry.revision, entry.sha256) == (
-        "org/prompts", "data/p.jsonl", rev, sha,
-    )  # fmt: skip
-    fetched = target.sh("grep -- '--repo-type dataset' /tmp/sbans-fetch.log").stdout
-    assert "--dest /opt/specbench/models/datasets/hub-prompts" in fetched
-    assert "--resolve-ref main" in fetched and "--sha256 unresolved" in fetched
-    # the second run: the recorded commit and sha256, nothing resolved, the lock unchanged
-    target.sh("rm -f /tmp/sbans-fetch.log")
-    before = lock_file.read_text()
-    r = target.run("dataset-again", "models", extra, skip=skip)
-    assert r.rc == 0, "\n".join(_failures(r))
-    fetched = target.sh("grep -- '--repo-type dataset' /tmp/sbans-fetch.log").stdout
-    assert f"--revision {rev}" in fetched and f"--sha256 {sha}" in fetched
-    assert "--resolve-ref" not in fetched
-    assert lock_file.read_text() == before
 
 
 def _write_pins_lock(t: Target, image_ids: dict[str, str]) -> None:
