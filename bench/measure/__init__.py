@@ -23,7 +23,7 @@ from bench.measure._client import (
     request,
     split_base_url,
 )
-from bench.measure._loop import Measured, RunSpec, measure, measure_level, probe_level
+from bench.measure._loop import Measured, measure, measure_level, probe_level
 from bench.measure._probes import MAX_PROBES
 from bench.measure._progress import ProgressBar
 from bench.measure._promptset import (
@@ -32,6 +32,7 @@ from bench.measure._promptset import (
     experiment_prompt_set,
     read_prompt_set,
 )
+from bench.measure._runspec import RunSpec
 from bench.measure._validity import (
     GraphCheck,
     accept_lengths,

@@ -23,17 +23,11 @@ import time
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
-from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, NamedTuple, Protocol
-
-from pydantic import Field, ValidationInfo, field_validator
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 from bench import __version__
 from bench.core import (
     InputError,
-    SpecMethod,
-    StrictModel,
-    canonical_spec_method,
     summarize,
     utc_now,
 )
@@ -51,8 +45,8 @@ from bench.measure._acceptance import (
 )
 from bench.measure._client import Connection, RawResponse, interpret_chat_stream, request
 from bench.measure._gcpause import gc_paused
-from bench.measure._probes import MAX_PROBES, logprob_probes
-from bench.measure._promptset import PromptItem, PromptSet
+from bench.measure._probes import logprob_probes
+from bench.measure._promptset import PromptItem
 from bench.measure._request import (
     PROBE_TIMEOUT_S,
     chat_template_record,
@@ -61,6 +55,7 @@ from bench.measure._request import (
     sampling_record,
 )
 from bench.measure._requestacc import SGLANG_REQUEST_FIELD, category_windows, spec_tokens_of
+from bench.measure._runspec import RunSpec
 from bench.measure._validity import MetricsProblem, measurement_reasons, throttle_warnings
 from bench.measure._workload import PromptFactory, load_tokenizer, nonce_stream, prompt_sha256
 from bench.schema import (
@@ -68,7 +63,6 @@ from bench.schema import (
     EngineFlags,
     Evidence,
     Figures,
-    Hardware,
     IterationRecord,
     MetricSnapshot,
     Payload,
@@ -90,71 +84,6 @@ RETRIES = 3
 DEFAULT_RETRY_S = 1.0
 MAX_RETRY_AFTER_S = 60.0
 NO_SAMPLER = "no telemetry sampler was running for this measurement"
-
-
-class RunSpec(StrictModel):
-    """Everything one measurement needs."""
-
-    engine: Literal["vllm", "sglang"]
-    base_url: str
-    hf_id: str
-    served_model: str
-    quantization: str
-    hardware: Hardware
-    spec_method: SpecMethod = "NONE"
-    spec_num_tokens: int | None = Field(default=None, ge=1, validate_default=True)
-    spec_draft_model: str | None = None
-    prompt_tokens: int = Field(ge=1)
-    max_tokens: int = Field(ge=2)
-    concurrency: int = Field(default=1, ge=1)
-    warmup: int = Field(default=2, ge=0)
-    iterations: int = Field(default=5, ge=1)
-    tokenizer: Path | None = None
-    allow_prompt_mismatch: bool = False
-    prompt_seed: int | None = Field(default=None, ge=0)
-    request_timeout_s: float = Field(default=600.0, gt=0)
-    #: no byte for this long once a stream has sent its first event: the stream stalled
-    #: (the wait before the first event, prefill and queueing, is bounded by the request's)
-    stall_timeout_s: float = Field(default=120.0, gt=0, allow_inf_nan=False)
-    simulated: bool = False
-    toy_model: bool = False
-    run_id: str | None = None
-    config_name: str | None = None
-    command: list[str] = Field(default_factory=list)
-    engine_version: str | None = None
-    tensor_parallel: int = Field(default=1, ge=1)
-    prefix_caching: bool | None = None
-    gpu_mem_util: float | None = Field(default=None, gt=0, le=1)
-    command_snippet: str | None = None
-    model_revision: str | None = None
-    temperature: float = Field(default=0.0, ge=0)
-    logprob_probes: int = Field(
-        default=MAX_PROBES,
-        ge=0,
-        le=MAX_PROBES,
-        description="greedy requests re-sent with logprobs after the timed iterations (0: none)",
-    )
-    prompt_set: PromptSet | None = Field(
-        default=None,
-        description="real-text prompts by category: each category is measured as its own "
-        "windows (warmup + iterations); None: exact-length synthetic prompts",
-    )
-    enable_thinking: bool | None = Field(
-        default=None, description="chat_template_kwargs.enable_thinking (None: not sent)"
-    )
-
-    @field_validator("spec_method", mode="before")
-    @classmethod
-    def _canon(cls, v: object) -> object:
-        return canonical_spec_method(v)
-
-    @field_validator("spec_num_tokens")
-    @classmethod
-    def _tokens_with_speculation(cls, v: int | None, info: ValidationInfo) -> int | None:
-        method = info.data.get("spec_method")
-        if v is None and method not in (None, "NONE"):
-            raise ValueError(f"required with speculative method {method}")
-        return v
 
 
 class ProgressSink(Protocol):

@@ -8,14 +8,12 @@ from __future__ import annotations
 import hashlib
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from bench.measure._client import chat_body, request
 from bench.measure._requestacc import SGLANG_REQUEST_FIELD
+from bench.measure._runspec import RunSpec
 from bench.schema import ChatTemplateRecord, SamplingRecord
-
-if TYPE_CHECKING:
-    from bench.measure._loop import RunSpec
 
 #: the timeout of a request that is not measured (a probe, /server_info, a prompt-size count)
 PROBE_TIMEOUT_S = 10.0

@@ -10,9 +10,10 @@ import pytest
 
 from bench.core import InputError
 from bench.measure import read_prompt_set
-from bench.measure._loop import RunSpec, iteration_slots
+from bench.measure._loop import iteration_slots
 from bench.measure._promptset import parse_prompt_set
 from bench.measure._request import request_body, sampling_record
+from bench.measure._runspec import RunSpec
 from bench.schema import Hardware
 from bench.schema._experiment import PromptSetSpec, WorkloadSpec
 
