@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 import yaml
+from emulator_profiles import without_load_time
 
-from bench.emulator.profile import load_profile
 from bench.emulator.runner import resolve_profile
 from bench.engines import load_experiment
 from bench.matrix import Artifacts, MatrixOptions, run_matrix
@@ -29,12 +29,7 @@ def small(tmp_path: Path) -> Path:
     data: dict[str, Any] = yaml.safe_load(EXP.read_text())
     data["configurations"] = [c for c in data["configurations"] if c["name"] in KEEP]
     for c in data["configurations"]:
-        # the same profile without its emulated load time (seconds of each start otherwise)
-        prof = load_profile(c["emulator"]["profile"]).model_dump(mode="json")
-        prof.update(load_s=0.0, warmup_s=0.0)
-        where = tmp_path / f"{c['name']}.yaml"
-        where.write_text(yaml.safe_dump(prof))
-        c["emulator"]["profile"] = str(where)
+        without_load_time(c, tmp_path)
     data["workload"].update(max_tokens=16, warmup=0, iterations=2, concurrency=[1])
     # the copy lives elsewhere: its prompt set path is relative to the copy
     data["workload"]["prompt_set"]["path"] = str(

@@ -20,9 +20,9 @@ from typing import Any
 
 import pytest
 import yaml
+from emulator_profiles import without_load_time
 
 from bench.cli import main
-from bench.emulator.profile import load_profile
 from bench.matrix import Artifacts
 from bench.schema import EXPERIMENTS_DIR, Payload, read_payload
 
@@ -97,11 +97,7 @@ def _experiment(tmp_path: Path) -> Path:
         # the profile at its own speed without its emulated load time: a 16-token stream then
         # takes a few hundred ms, which a loaded machine does not read as one chunk (at time
         # scale 0.01 it took ~2 ms and CI once read it whole: an invalid payload, measured again)
-        prof = load_profile(c["emulator"]["profile"]).model_dump(mode="json")
-        prof.update(load_s=0.0, warmup_s=0.0)
-        where = tmp_path / f"{c['name']}.yaml"
-        where.write_text(yaml.safe_dump(prof))
-        c["emulator"]["profile"] = str(where)
+        without_load_time(c, tmp_path)
     data["workload"].update(prompt_tokens=64, max_tokens=16, warmup=0, iterations=2)
     path = tmp_path / "small.yaml"
     path.write_text(yaml.safe_dump(data, sort_keys=False))

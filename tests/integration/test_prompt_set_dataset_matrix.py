@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 import yaml
+from emulator_profiles import without_load_time
 
-from bench.emulator.profile import load_profile
 from bench.engines import load_pinned_experiment
 from bench.matrix import Artifacts, MatrixOptions, run_matrix
 from bench.schema import (
@@ -38,10 +38,7 @@ def test_a_dataset_prompt_set_runs_from_the_model_cache(
     data: dict[str, Any] = yaml.safe_load(EXP.read_text())
     data["configurations"] = [c for c in data["configurations"] if c["name"] == "vllm-mtp"]
     cfg = data["configurations"][0]
-    prof = load_profile(cfg["emulator"]["profile"]).model_dump(mode="json")
-    prof.update(load_s=0.0, warmup_s=0.0)
-    (tmp_path / "p.yaml").write_text(yaml.safe_dump(prof))
-    cfg["emulator"]["profile"] = str(tmp_path / "p.yaml")
+    without_load_time(cfg, tmp_path)
     data["workload"].update(max_tokens=8, warmup=0, iterations=1, concurrency=[1])
     data["workload"]["prompt_set"] = {
         "name": NAME,
