@@ -46,9 +46,9 @@ from bench.measure import (
     MAX_PROBES,
     Measured,
     ProgressBar,
+    PromptSet,
     RunSpec,
     accept_lengths,
-    experiment_prompt_set,
     graph_check,
     judge,
     measure_level,
@@ -245,6 +245,9 @@ class RunContext:
     iterations: int
     progress: ProgressBar
     telemetry: TelemetryFactory
+    #: the experiment's prompt set, read and checked once before the run wrote anything (None:
+    #: the synthetic workload)
+    prompt_set: PromptSet | None = None
     #: servers started before the loop (MatrixOptions.prestart), by configuration name
     prestarted: dict[str, Server] = field(default_factory=dict)
     #: the spec each prestarted server was started from (its launch record is that spec's)
@@ -349,7 +352,7 @@ def run_configuration(ctx: RunContext, cfg: Configuration, outcome: Outcome) -> 
         # see, and up to 12 s a level of CI time for an acceptance-length cross-check.
         on_gpu = image.device == "cuda"
         stats_wait = engine.stats_interval_s if on_gpu and not opts.emulated else None
-        prompt_set = experiment_prompt_set(exp.workload.prompt_set, Path(opts.model_cache))
+        prompt_set = ctx.prompt_set
         # each category of a prompt set is measured as its own windows
         per_level = (warmup + iterations) * (len(prompt_set.categories()) if prompt_set else 1)
         for k in exp.levels_for(cfg):

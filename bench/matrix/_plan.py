@@ -34,8 +34,10 @@ def estimate(
     warmup: int | None = None,
     iterations: int | None = None,
     model_cache: str | None = None,
+    cats: list[str] | None = None,
 ) -> ConfigurationEstimate:
-    """Server start plus every level's warmup and measured iterations, on the profile's clock."""
+    """Server start plus every level's warmup and measured iterations, on the profile's clock.
+    ``cats``: the prompt set's categories when the caller has read them (else read here)."""
     w = experiment.workload
     engine = get_engine(cfg.engine)
     cap = flag_value(cfg.args, engine.admission_flag) if engine.admission_flag else None
@@ -48,7 +50,9 @@ def estimate(
     n = (w.warmup if warmup is None else warmup) + (
         w.iterations if iterations is None else iterations
     )
-    n *= len(categories(experiment, model_cache)) or 1  # each category is its own windows
+    if cats is None:
+        cats = categories(experiment, model_cache)
+    n *= len(cats) or 1  # each category is its own windows
     measure_s = sum(
         n * profile.iteration_s(w.prompt_tokens, w.max_tokens, c)
         for c in experiment.levels_for(cfg)
@@ -98,8 +102,8 @@ def render_plan(
         f" warmup {w.warmup}, iterations {w.iterations}.",
         "",
     ]
+    cats = categories(experiment, model_cache)  # read once, for the text and each estimate
     if w.prompt_set is not None:
-        cats = categories(experiment, model_cache)
         ds = w.prompt_set.dataset
         where = (
             f"dataset {ds.hf_id}@{ds.revision} {ds.file}, read from "
@@ -125,7 +129,8 @@ def render_plan(
             "",
         ]
     estimates = [
-        estimate(experiment, cfg, model_cache=model_cache) for cfg in experiment.select(only)
+        estimate(experiment, cfg, model_cache=model_cache, cats=cats)
+        for cfg in experiment.select(only)
     ]
     total = sum(e.total_s for e in estimates)
     lines += [

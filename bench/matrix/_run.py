@@ -287,6 +287,7 @@ def _run_matrix(
                 iterations,
                 progress,
                 telemetry,
+                prompt_set,
             )
             if opts.prestart and opts.emulated and opts.launcher == "process":
                 prestart_servers(
