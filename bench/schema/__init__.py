@@ -62,15 +62,13 @@ from bench.schema._pins import (
     PinnedExperiment,
     PinsLock,
     PinSource,
-    Resolved,
     apply_lock,
-    forget_pins,
     lock_path_for,
     locked,
     read_lock,
-    record_pins,
     write_lock,
 )
+from bench.schema._pins_record import Resolved, forget_pins, record_pins
 from bench.schema._run import (
     LOCK_FILE,
     STATUS_FILE,

@@ -46,13 +46,13 @@ PINS_SCHEMA: Final = "specbench.pins/1"
 #: or nowhere (run by tag with ``--allow-unpinned``).
 PinSource = Literal["experiment", "lock", "unpinned"]
 
-_DIGEST = re.compile(r"^sha256:[0-9a-f]{64}$")
-_REVISION = re.compile(r"^[0-9a-f]{40}$")
-_SHA256 = re.compile(r"^[0-9a-f]{64}$")
+DIGEST_FORM = re.compile(r"^sha256:[0-9a-f]{64}$")
+REVISION_FORM = re.compile(r"^[0-9a-f]{40}$")
+SHA256_FORM = re.compile(r"^[0-9a-f]{64}$")
 
 
 def _digest(v: str | None) -> str | None:
-    if v is not None and not _DIGEST.fullmatch(v):
+    if v is not None and not DIGEST_FORM.fullmatch(v):
         raise ValueError("must be 'sha256:<64 hex>'")
     return v
 
@@ -76,7 +76,7 @@ class ImageLock(StrictModel):
     @classmethod
     def _ids(cls, v: dict[str, str]) -> dict[str, str]:
         for host, image_id in v.items():
-            if not _DIGEST.fullmatch(image_id):
+            if not DIGEST_FORM.fullmatch(image_id):
                 raise ValueError(f"{host}: must be 'sha256:<64 hex>'")
         return v
 
@@ -91,7 +91,7 @@ class ModelLock(StrictModel):
     @field_validator("revision")
     @classmethod
     def _rev(cls, v: str) -> str:
-        if not _REVISION.fullmatch(v):
+        if not REVISION_FORM.fullmatch(v):
             raise ValueError("must be a 40-hex commit")
         return v
 
@@ -106,7 +106,7 @@ class DatasetLock(ModelLock):
     @field_validator("sha256")
     @classmethod
     def _sha(cls, v: str) -> str:
-        if not _SHA256.fullmatch(v):
+        if not SHA256_FORM.fullmatch(v):
             raise ValueError("must be 64 lowercase hex digits")
         return v
 
@@ -318,209 +318,3 @@ def _apply_dataset(exp: Experiment, lock: PinsLock, path: Path) -> tuple[Any, li
 
 
 # -- recording and forgetting ----------------------------------------------------------------
-
-
-class Resolved(StrictModel):
-    """What one host resolved in one run (the input of ``specbench pins record``)."""
-
-    image_digests: dict[str, str] = Field(default_factory=dict)
-    base_digests: dict[str, str] = Field(default_factory=dict)
-    image_ids: dict[str, str] = Field(default_factory=dict)
-    model_revisions: dict[str, str] = Field(default_factory=dict)
-    #: a dataset prompt set's (commit, sha256 of its file), by the prompt set's name
-    datasets: dict[str, tuple[str, str]] = Field(default_factory=dict)
-    resolved_from: str = "main"
-
-
-def record_pins(
-    exp: Experiment, lock: PinsLock, host: str, found: Resolved, path: Path
-) -> PinsLock:
-    """The lock with what ``host`` resolved added. A value for a pin the experiment fixes is
-    checked against it; a value the lock already holds must be the same (a registry tag or a
-    branch that moved since, or a rebuilt image, is refused with the fix)."""
-    images = {k: v.model_copy() for k, v in lock.images.items()}
-    models = dict(lock.models)
-
-    def image_entry(key: str, field: str) -> ImageLock:
-        img = exp.images.get(key)
-        if img is None:
-            raise InputError(field, f"{key!r} is not an image of {exp.name} ({sorted(exp.images)})")
-        entry = images.get(key) or ImageLock(image=img.image)
-        if entry.image != img.image:
-            raise InputError(
-                f"{path}: images.{key}.image",
-                f"resolved for {entry.image}, the experiment now names {img.image}: run "
-                f"`specbench pins forget <experiment> --image {key}` first",
-            )
-        return entry
-
-    def check(where: str, fixed: str, old: str | None, new: str, fix: str) -> bool:
-        """True when ``new`` is to be written; raises on a mismatch. A value of the wrong kind
-        (a commit where a digest belongs, or the reverse) is refused before anything is written:
-        the lock's own reader would refuse it afterwards."""
-        if where.endswith(".revision"):
-            if not _REVISION.fullmatch(new):
-                raise InputError(
-                    f"--model-revision {where.split('.')[1]}",
-                    f"{new!r} is not a 40-hex commit"
-                    + (" (a digest belongs in --image-digest)" if _DIGEST.fullmatch(new) else ""),
-                )
-        elif not _DIGEST.fullmatch(new):
-            flag = {"digest": "--image-digest", "base_digest": "--base-digest"}.get(
-                where.split(".")[2], "--image-id"
-            )
-            raise InputError(
-                f"{flag} {where.split('.')[1]}",
-                f"{new!r} is not 'sha256:<64 hex>'"
-                + (
-                    " (a 40-hex commit belongs in --model-revision)"
-                    if _REVISION.fullmatch(new)
-                    else ""
-                ),
-            )
-        return _compare_pin(where, fixed, old, new, fix)
-
-    # registry digests: of a pulled image, and of a local build's base
-    for flag, values, attr, of_build in (
-        ("--image-digest", found.image_digests, "digest", False),
-        ("--base-digest", found.base_digests, "base_digest", True),
-    ):
-        for key, dig in values.items():
-            entry = image_entry(key, flag)
-            img = exp.images[key]
-            if (img.build is not None) != of_build:
-                what = "not a local build" if of_build else "a local build: give its --image-id"
-                raise InputError(flag, f"{key} is {what}")
-            build = img.build
-            ref, fixed = (build.base_image, build.base_digest) if build else (img.image, img.digest)
-            fix = (
-                f"The registry's {ref} has moved. To take the new one on purpose: "
-                f"`specbench pins forget <experiment> --image {key}` and run again"
-            )
-            if check(f"images.{key}.{attr}", fixed, getattr(entry, attr), dig, fix):
-                images[key] = entry.model_copy(update={attr: dig})
-    for key, image_id in found.image_ids.items():
-        entry = image_entry(key, "--image-id")
-        img = exp.images[key]
-        if img.build is None:
-            raise InputError("--image-id", f"{key} is pulled, not built: give its --image-digest")
-        fix = (
-            f"{host}'s build of {img.image} is not the one pinned (same tag: same patch, so "
-            "another base or Docker). If this build is the one you mean: `specbench pins "
-            f"forget <experiment> --image {key} --host {host}` and run again"
-        )
-        old = entry.image_ids.get(host)
-        if check(f"images.{key}.image_ids.{host}", img.digest, old, image_id, fix):
-            images[key] = entry.model_copy(
-                update={"image_ids": {**entry.image_ids, host: image_id}}
-            )
-    for key, rev in found.model_revisions.items():
-        m = exp.models.get(key)
-        if m is None:
-            raise InputError("--model-revision", f"{key!r} is not a model of {exp.name}")
-        mentry = models.get(key)
-        if mentry is not None and mentry.hf_id != m.hf_id:
-            raise InputError(
-                f"{path}: models.{key}.hf_id",
-                f"resolved for {mentry.hf_id}, the experiment now names {m.hf_id}: run "
-                f"`specbench pins forget <experiment> --model {key}` first",
-            )
-        fix = (
-            f"{m.hf_id}@{found.resolved_from} has moved. To take the new commit on purpose: "
-            f"`specbench pins forget <experiment> --model {key}` and run again"
-        )
-        old_rev = mentry.revision if mentry else None
-        if check(f"models.{key}.revision", m.revision, old_rev, rev, fix):
-            models[key] = ModelLock(hf_id=m.hf_id, revision=rev, resolved_from=found.resolved_from)
-    datasets = dict(lock.datasets)
-    for name, (rev, sha) in found.datasets.items():
-        ps = exp.workload.prompt_set
-        if ps is None or ps.dataset is None or ps.name != name:
-            raise InputError("--dataset", f"{name!r} is not a dataset prompt set of {exp.name}")
-        d, held = ps.dataset, datasets.get(name)
-        fix = (
-            f"{d.hf_id}@{found.resolved_from} has moved. To take the new commit on purpose: "
-            f"`specbench pins forget <experiment> --dataset {name}` and run again"
-        )
-        where = "workload.prompt_set.dataset"
-        old_rev, old_sha = (held.revision, held.sha256) if held else (None, None)
-        keep_rev = _check_value(f"{where}.revision", d.revision, old_rev, rev, fix, _REVISION)
-        keep_sha = _check_value(f"{where}.sha256", d.sha256, old_sha, sha, fix, _SHA256)
-        if keep_rev or keep_sha:
-            datasets[name] = DatasetLock(
-                hf_id=d.hf_id, file=d.file, revision=rev, sha256=sha,
-                resolved_from=found.resolved_from,
-            )  # fmt: skip
-    new = lock.model_copy(update={"images": images, "models": models, "datasets": datasets})
-    # never write a lock that its own reader or the experiment's pins would refuse: validated
-    # as read back, then applied (model_copy does not validate what it puts in)
-    try:
-        PinsLock.model_validate(new.model_dump(mode="json", by_alias=True))
-    except ValidationError as err:
-        raise describe_validation_error(f"{path} (as it would be written)", err) from None
-    apply_lock(exp, new, host, path)
-    return new
-
-
-def _check_value(
-    where: str, fixed: str, old: str | None, new: str, fix: str, form: re.Pattern[str]
-) -> bool:
-    """A dataset's commit or file sha256, as ``record_pins`` checks a model's revision: True
-    when it is to be written; a malformed value or a mismatch is refused."""
-    if not form.fullmatch(new):
-        raise InputError(where, f"{new!r} is not of the form {form.pattern}")
-    return _compare_pin(where, fixed, old, new, fix)
-
-
-def _compare_pin(where: str, fixed: str, old: str | None, new: str, fix: str) -> bool:
-    """A resolved value against the experiment's pin and the lock's: True when it is to be
-    written; a mismatch with either is refused with ``fix``."""
-    if fixed != UNRESOLVED:
-        if new != fixed:
-            raise InputError(where, f"found {new}, the experiment pins {fixed}. {fix}")
-        return False
-    if old is not None and old != new:
-        raise InputError(where, f"found {new}, the lock pins {old}. {fix}")
-    return old is None
-
-
-def forget_pins(
-    lock: PinsLock,
-    images: list[str],
-    models: list[str],
-    host: str | None,
-    datasets: list[str] | None = None,
-) -> tuple[PinsLock, list[str]]:
-    """The lock without the named entries (with ``host``: only that host's image IDs of the
-    named builds; ``datasets``: prompt sets by name); and what was removed, as lines."""
-    out_images = dict(lock.images)
-    out_models = dict(lock.models)
-    out_datasets = dict(lock.datasets)
-    for name in datasets or []:
-        if name not in out_datasets:
-            raise InputError(
-                "--dataset", f"the lock has no entry {name!r} ({sorted(lock.datasets)})"
-            )
-        del out_datasets[name]
-    gone_datasets = [f"datasets.{n}" for n in datasets or []]
-    gone: list[str] = []
-    for key in images:
-        entry = out_images.get(key)
-        if entry is None:
-            raise InputError("--image", f"the lock has no entry {key!r} ({sorted(lock.images)})")
-        if host is None:
-            del out_images[key]
-            gone.append(f"images.{key}")
-            continue
-        if host not in entry.image_ids:
-            raise InputError("--host", f"images.{key} has no image ID for {host!r}")
-        ids = {h: i for h, i in entry.image_ids.items() if h != host}
-        out_images[key] = entry.model_copy(update={"image_ids": ids})
-        gone.append(f"images.{key}.image_ids.{host}")
-    for key in models:
-        if key not in out_models:
-            raise InputError("--model", f"the lock has no entry {key!r} ({sorted(lock.models)})")
-        del out_models[key]
-        gone.append(f"models.{key}")
-    new = {"images": out_images, "models": out_models, "datasets": out_datasets}
-    return lock.model_copy(update=new), gone + gone_datasets
