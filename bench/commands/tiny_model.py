@@ -18,7 +18,8 @@ class Quantization(StrEnum):
 
     NONE = "none"
     #: mtp-gptq/: the MTP chain target, GPTQ 4-bit (AutoGPTQ/GPTQModel format), MTP head BF16;
-    #: mtp35-gptq/ and mtp35-gptq-mtprule/: mtp35/ so, without / with a -:.*mtp.* rule
+    #: mtp35-gptq/ and mtp35-gptq-mtprule/: mtp35/ so, without / with a -:.*mtp.* rule;
+    #: mtp35vl-gptq/: mtp35-gptq/ in the Qwen3_5ForConditionalGeneration layout
     GPTQ_4BIT = "gptq-4bit"
 
 
@@ -31,8 +32,8 @@ def register(app: typer.Typer) -> None:
             Path,
             typer.Argument(
                 help="folder to write target/, draft/, chain/, dflash/, mtp/ and mtp35/ into "
-                "(and mtp-gptq/, mtp35-gptq/ and mtp35-gptq-mtprule/ with --quantization "
-                "gptq-4bit)"
+                "(and mtp-gptq/, mtp35-gptq/, mtp35-gptq-mtprule/ and mtp35vl-gptq/ with "
+                "--quantization gptq-4bit)"
             ),
         ],
         seed: Annotated[int, typer.Option("--seed", min=0, help="random seed")] = 0,
@@ -52,7 +53,9 @@ def register(app: typer.Typer) -> None:
                 "layer of its decoder blocks GPTQ-packed (4 bits, symmetric, desc_act false) "
                 "and its mtp.* head BF16, same answers as mtp/; and mtp35-gptq/ (mtp35/, the "
                 "dense Qwen3.5 chain target, so: in_proj_a/b BF16, no rule about mtp.*, the "
-                "seed's shape) and mtp35-gptq-mtprule/ (the same tensors with a -:.*mtp.* rule)",
+                "seed's shape), mtp35-gptq-mtprule/ (the same tensors with a -:.*mtp.* rule) "
+                "and mtp35vl-gptq/ (mtp35-gptq/ in the Qwen3_5ForConditionalGeneration layout "
+                "vLLM loads)",
             ),
         ] = Quantization.NONE,
         group_size: Annotated[
@@ -78,8 +81,9 @@ def register(app: typer.Typer) -> None:
         one MTP layer: acceptance 1.0) and mtp35/ (the same chain as a dense Qwen3.5 text model,
         Qwen3_5ForCausalLM); with --quantization gptq-4bit also mtp-gptq/ (mtp/ as a GPTQ 4-bit
         checkpoint with a BF16 MTP head, the seed checkpoint's shape), mtp35-gptq/ (mtp35/ so,
-        no rule about mtp.*) and mtp35-gptq-mtprule/ (with a -:.*mtp.* rule). Nothing is
-        downloaded."""
+        no rule about mtp.*), mtp35-gptq-mtprule/ (with a -:.*mtp.* rule) and mtp35vl-gptq/
+        (mtp35-gptq/'s tensors as Qwen3_5ForConditionalGeneration, the layout vLLM loads).
+        Nothing is downloaded."""
         from bench.tinymodel import GptqOptions, TinyModelSpec, make_tiny_models
 
         spec = TinyModelSpec() if draft_noise is None else TinyModelSpec(draft_noise=draft_noise)
@@ -102,6 +106,7 @@ def register(app: typer.Typer) -> None:
             made.mtp_gptq,
             made.mtp35_gptq,
             made.mtp35_gptq_mtprule,
+            made.mtp35vl_gptq,
         ):
             if model is None:
                 continue

@@ -237,7 +237,7 @@ class Engine:
         (the port is published on 127.0.0.1 only)."""
         return [
             *self.program,
-            *self.model_args(experiment.target.path),
+            *self.model_args(experiment.target_for(cfg).path),
             *cfg.args,
             *self.plumbing_args(experiment, host, port or self.container_port),
         ]

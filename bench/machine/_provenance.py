@@ -34,6 +34,16 @@ class GitInfo(StrictModel):
     sha: str | None = None
     dirty: bool | None = Field(default=None, description="tracked files modified vs. HEAD")
     branch: str | None = None
+    via: str | None = Field(
+        default=None,
+        description="how the SHA is known where the tree has no .git: the source record its "
+        "sender wrote (SOURCE_RECORD); None: read from the checkout itself",
+    )
+
+
+#: written beside bench/ by whoever copies the tree to a host without .git (the GPU scripts:
+#: ``git rev-parse HEAD`` and ``git status --porcelain`` at the moment the tree was sent)
+SOURCE_RECORD: Final = ".specbench-source.json"
 
 
 class ExperimentRef(StrictModel):
@@ -120,6 +130,18 @@ def git_info(repo_dir: Path, run: Runner = run_command) -> GitInfo | None:
         dirty=bool(status.strip()) if status is not None else None,
         branch=branch.strip() if branch and branch.strip() != "HEAD" else None,
     )
+
+
+def _source_record(path: Path, notes: list[str]) -> GitInfo | None:
+    """The sender's record of a tree copied without .git; None when there is none."""
+    if not path.is_file():
+        return None
+    try:
+        info = GitInfo.model_validate_json(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as err:
+        notes.append(f"{path.name}: unreadable source record ({type(err).__name__})")
+        return None
+    return info.model_copy(update={"via": info.via or f"{path.name} (no .git on this host)"})
 
 
 def docker_info(run: Runner = run_command) -> DockerInfo | None:
@@ -220,6 +242,8 @@ def capture_provenance(
     if experiment_path is not None:
         exp = ExperimentRef(path=str(experiment_path), sha256=sha256_file(experiment_path))
     git = git_info(repo_dir, run) if repo_dir is not None else None
+    if git is None and repo_dir is not None:
+        git = _source_record(repo_dir / SOURCE_RECORD, notes)
     if git is None:
         notes.append("not run from a git checkout: git SHA unknown")
     driver = cuda = None

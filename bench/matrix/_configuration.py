@@ -41,7 +41,9 @@ from bench.matrix._launch import (
     scrub,
     wait_ready,
 )
+from bench.matrix._models_present import model_folder
 from bench.matrix._options import MatrixOptions, Outcome, TelemetryFactory
+from bench.matrix._served import ServedCache, engine_install
 from bench.measure import (
     MAX_PROBES,
     Measured,
@@ -63,6 +65,7 @@ from bench.schema import (
     Hardware,
     LaunchRecord,
     Payload,
+    ServedModels,
     TensorParallelEvidence,
 )
 
@@ -176,6 +179,25 @@ def launch_record(
     )
 
 
+def _what_ran(
+    ctx: RunContext, cfg: Configuration, spec: ContainerSpec, load_log: str
+) -> tuple[LaunchRecord, ServedModels | None]:
+    """The launch record (with the engine package a local process ran) and the hashed model
+    folders of ``cfg``'s server; no files for the emulator, which reads none."""
+    exp, opts = ctx.exp, ctx.opts
+    engine = get_engine(cfg.engine)
+    launch = launch_record(
+        engine, cfg, exp, spec, opts.launcher, load_log, local_engine=opts.local_engine
+    )
+    if opts.emulated:
+        return launch, None
+    if opts.local_engine:
+        launch = launch.model_copy(update={"engine_install": engine_install(cfg.engine)})
+    keys = [exp.target_key_for(cfg), *([cfg.draft_model] if cfg.draft_model else [])]
+    folders = {k: model_folder(exp, k, opts.model_cache, opts.local_engine) for k in keys}
+    return launch, ctx.served.served(exp, cfg, folders)
+
+
 def level_window(
     server: Server,
     mark: int,
@@ -252,6 +274,8 @@ class RunContext:
     prestarted: dict[str, Server] = field(default_factory=dict)
     #: the spec each prestarted server was started from (its launch record is that spec's)
     prestarted_specs: dict[str, ContainerSpec] = field(default_factory=dict)
+    #: each model folder hashed once per run (ServedModels in every payload)
+    served: ServedCache = field(default_factory=ServedCache)
 
 
 def prestart_servers(ctx: RunContext, configs: list[Configuration]) -> None:
@@ -325,9 +349,7 @@ def run_configuration(ctx: RunContext, cfg: Configuration, outcome: Outcome) -> 
         progress.log(f"{cfg.name}: ready {ready}")
         load_log = server.log_text()
         version = engine.version_from_log(load_log) or image.version
-        launch = launch_record(
-            engine, cfg, exp, spec, opts.launcher, load_log, local_engine=opts.local_engine
-        )
+        launch, served = _what_ran(ctx, cfg, spec, load_log)
         cpu_kernel = cpu_kernel_from_log(load_log)
         logged_tp = engine.tensor_parallel_from_log(load_log)
         tensor_parallel = TensorParallelEvidence(
@@ -340,7 +362,7 @@ def run_configuration(ctx: RunContext, cfg: Configuration, outcome: Outcome) -> 
         draft = exp.draft_for(cfg)
         tokenizer = None
         if not opts.emulated:
-            tok_dir = Path(opts.model_cache) / exp.target.dirname
+            tok_dir = Path(opts.model_cache) / exp.target_for(cfg).dirname
             tokenizer = tok_dir if (tok_dir / "tokenizer.json").exists() else None
         started = ctx.telemetry()
         sampler = started.sampler
@@ -368,7 +390,7 @@ def run_configuration(ctx: RunContext, cfg: Configuration, outcome: Outcome) -> 
             run_spec = RunSpec(
                 engine=cfg.engine,
                 base_url=server.base_url,
-                hf_id=exp.target.hf_id,
+                hf_id=exp.target_for(cfg).hf_id,
                 served_model=exp.served_model,
                 quantization=exp.quantization,
                 hardware=hw,
@@ -393,7 +415,7 @@ def run_configuration(ctx: RunContext, cfg: Configuration, outcome: Outcome) -> 
                 prefix_caching=exp.prefix_caching.get(cfg.engine),
                 gpu_mem_util=exp.gpu_mem_util.get(cfg.engine),
                 command_snippet=shlex.join(argv),
-                model_revision=exp.target.revision,
+                model_revision=exp.target_for(cfg).revision,
                 prompt_seed=ctx.prompt_seed,
                 logprob_probes=MAX_PROBES
                 if exp.workload.logprob_probes is None
@@ -445,7 +467,11 @@ def run_configuration(ctx: RunContext, cfg: Configuration, outcome: Outcome) -> 
                 resolved=resolved_settings(log, engine.resolved_patterns),
             )
             payload = payload.model_copy(
-                update={"evidence": payload.evidence.model_copy(update={"launch": launch})}
+                update={
+                    "evidence": payload.evidence.model_copy(
+                        update={"launch": launch, "served": served}
+                    )
+                }
             )
             outcome.payloads.append(arts.write_payload(cfg.name, k, payload))
             to_probe.append((k, run_spec, measured._replace(payload=payload)))

@@ -25,7 +25,7 @@ def check_models_present(
     """Exit 2 naming the option, the missing folders and the configurations that need them."""
     needs: dict[str, list[str]] = {}
     for cfg in selected:
-        for key in (exp.target_model, cfg.draft_model):
+        for key in (exp.target_key_for(cfg), cfg.draft_model):
             if key is not None:
                 needs.setdefault(key, []).append(cfg.name)
     missing = [

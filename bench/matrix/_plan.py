@@ -98,6 +98,12 @@ def render_plan(
         "",
         f"Target: {experiment.target.hf_id} @ {experiment.target.revision}"
         f" ({experiment.target.path}); served as `{experiment.served_model}`.",
+        *[
+            f"Configuration `{c.name}` serves {experiment.target_for(c).hf_id}"
+            f" ({experiment.target_for(c).path}): the target in the layout {c.engine} loads."
+            for c in experiment.configurations
+            if c.target_model is not None and c.target_model != experiment.target_model
+        ],
         f"Workload: {w.prompt_tokens} prompt tokens, {w.max_tokens} output tokens,"
         f" warmup {w.warmup}, iterations {w.iterations}.",
         "",

@@ -387,22 +387,29 @@ def _target_layers(target_dir: Path) -> int | None:
         return None
 
 
+def _targets(experiment: Experiment) -> dict[str, list[EngineName]]:
+    """Each target key a configuration serves, with the engines that serve it."""
+    out: dict[str, set[EngineName]] = {}
+    for c in experiment.configurations:
+        out.setdefault(experiment.target_key_for(c), set()).add(c.engine)
+    return {key: sorted(engines) for key, engines in out.items()}
+
+
 def _check(
     experiment: Experiment,
-    target_dir: Path,
+    targets: list[tuple[str, Path, list[EngineName]]],
     drafts: list[tuple[str, Path, list[EngineName]]],
 ) -> CheckReport:
+    """``targets`` and ``drafts``: (checkpoint name, folder, the engines that serve it)."""
     versions = pinned_versions(experiment)
-    target = experiment.target
-    t_engines = _engines(experiment)
-    checked = [
-        CheckedModel(
-            checkpoint=target.hf_id, path=str(target_dir), role="target", engines=t_engines
-        )
-    ]
+    checked: list[CheckedModel] = []
     findings = _version_findings(experiment)
-    findings += check_target(target_dir, target.hf_id, t_engines, experiment, versions)
-    layers = _target_layers(target_dir)
+    for name, tdir, t_engines in targets:
+        checked.append(
+            CheckedModel(checkpoint=name, path=str(tdir), role="target", engines=t_engines)
+        )
+        findings += check_target(tdir, name, t_engines, experiment, versions)
+    layers = _target_layers(targets[0][1])
     for name, ddir, engines in drafts:
         checked.append(CheckedModel(checkpoint=name, path=str(ddir), role="draft", engines=engines))
         findings += check_draft(ddir, name, engines, versions, layers)
@@ -422,7 +429,7 @@ def check_checkpoint(
         name = experiment.models[keys[0]].hf_id if len(keys) == 1 else draft_dir.name
         engines = sorted({c.engine for c in experiment.configurations if c.draft_model})
         drafts.append((name, draft_dir, engines))
-    return _check(experiment, target_dir, drafts)
+    return _check(experiment, [(experiment.target.hf_id, target_dir, _engines(experiment))], drafts)
 
 
 def check_models_dir(experiment: Experiment, models_dir: Path) -> CheckReport:
@@ -435,7 +442,11 @@ def check_models_dir(experiment: Experiment, models_dir: Path) -> CheckReport:
         for key, pin in sorted(experiment.models.items())
         if any(c.draft_model == key for c in experiment.configurations)
     ]
-    return _check(experiment, models_dir / experiment.target.dirname, drafts)
+    targets = [
+        (experiment.models[key].hf_id, models_dir / experiment.models[key].dirname, engines)
+        for key, engines in _targets(experiment).items()
+    ]
+    return _check(experiment, targets, drafts)
 
 
 def render_text(report: CheckReport) -> str:

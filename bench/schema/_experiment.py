@@ -312,6 +312,12 @@ class Configuration(StrictModel):
     method: SpecMethod
     spec_num_tokens: int | None = Field(default=None, ge=1)
     draft_model: str | None = Field(default=None, description="key in 'models'")
+    target_model: str | None = Field(
+        default=None,
+        description="key in 'models': the target in the layout this configuration's engine "
+        "loads (the same weights and tokenizer as the experiment's target, another wrapper: "
+        "bench/tinymodel/_qwen35vl.py); default: the experiment's target_model",
+    )
     args: list[str] = Field(description="server flags after the model, the seed's verbatim")
     deviations: list[Deviation] = Field(default_factory=list)
     concurrency: list[int] | None = None
@@ -428,6 +434,8 @@ class Experiment(StrictModel):
                 raise ValueError(f"{where}.image: image is for {img.engine}, not {cfg.engine}")
             if cfg.draft_model is not None and cfg.draft_model not in self.models:
                 raise ValueError(f"{where}.draft_model: {cfg.draft_model!r} not in 'models'")
+            if cfg.target_model is not None and cfg.target_model not in self.models:
+                raise ValueError(f"{where}.target_model: {cfg.target_model!r} not in 'models'")
         return self
 
     # -- lookups ---------------------------------------------------------------------------
@@ -435,6 +443,14 @@ class Experiment(StrictModel):
     @property
     def target(self) -> ModelPin:
         return self.models[self.target_model]
+
+    def target_key_for(self, cfg: Configuration) -> str:
+        """The key in 'models' of the target ``cfg`` serves."""
+        return cfg.target_model or self.target_model
+
+    def target_for(self, cfg: Configuration) -> ModelPin:
+        """The target ``cfg`` serves: its own layout of the experiment's target, or that."""
+        return self.models[self.target_key_for(cfg)]
 
     def image_for(self, cfg: Configuration) -> Image:
         return self.images[cfg.image_key]

@@ -472,6 +472,45 @@ class AdmissionCap(StrictModel):
     )
 
 
+class EngineInstall(StrictModel):
+    """The engine package a local-process launcher ran (no image): where Python found it, and
+    each file that differs from the wheel's own RECORD (a patch applied on the host shows here
+    by name; a file left out of the install, as the device carries do, is listed as missing)."""
+
+    package: str
+    version: str
+    location: str = Field(description="the sys.path entry the package was found in")
+    record_files: NonNegativeInt = Field(description="files the wheel's RECORD lists with a hash")
+    modified: list[str] = Field(
+        default_factory=list, description="files whose sha256 differs from the wheel's RECORD"
+    )
+    missing: list[str] = Field(default_factory=list, description="RECORD files not present")
+
+
+class ModelFiles(StrictModel):
+    """One model folder as the server read it: every file's sha256, hashed on the host that ran
+    the server. Two payloads served the same weights when ``weights_sha256`` agrees."""
+
+    role: Literal["target", "draft"]
+    key: str = Field(description="key in the experiment's 'models'")
+    hf_id: str
+    path: str
+    files: dict[str, str] = Field(description="file name -> sha256")
+    weights_sha256: str = Field(
+        description="sha256 of the sorted '<sha256>  <name>' lines of the weight files"
+    )
+    tokenizer_sha256: str | None = Field(
+        default=None, description="tokenizer.json's sha256 (None: the folder has none)"
+    )
+
+
+class ServedModels(StrictModel):
+    """What the configuration's server loaded: its target and, with one, its draft."""
+
+    target: ModelFiles
+    draft: ModelFiles | None = None
+
+
 class LaunchRecord(StrictModel):
     """How the matrix started this payload's server, recorded when it ran: the report shows
     these and never rebuilds them with the code of the day it renders."""
@@ -489,6 +528,11 @@ class LaunchRecord(StrictModel):
         default=None, description="the equivalent docker run line (docker launcher only)"
     )
     admission: AdmissionCap | None = None
+    engine_install: EngineInstall | None = Field(
+        default=None,
+        exclude_if=_absent,
+        description="the engine package a local process ran (no image)",
+    )
 
 
 class TopLogprob(StrictModel):
@@ -559,6 +603,11 @@ class Evidence(StrictModel):
     )
     logprob_probes: LogprobProbes | None = Field(
         default=None, description="greedy requests re-sent with logprobs after the timed ones"
+    )
+    served: ServedModels | None = Field(
+        default=None,
+        exclude_if=_absent,
+        description="the model files the server read, hashed (matrix runs only)",
     )
     categories: list[CategoryWindow] = Field(
         default_factory=list,

@@ -27,6 +27,7 @@ from bench.tinymodel._gptq import GptqOptions, gptq_mtp_weights, gptq_quantizati
 from bench.tinymodel._gptq35 import gptq35_quantization_config, gptq_qwen35_weights
 from bench.tinymodel._qwen3next import qwen3_next_config, qwen3_next_weights
 from bench.tinymodel._qwen35 import check_mtp_head, qwen35_config, qwen35_weights
+from bench.tinymodel._qwen35vl import vl_config, vl_tensors
 from bench.tinymodel._safetensors import safetensors_bytes
 from bench.tinymodel._spec import TinyModel, TinyModels, TinyModelSpec
 from bench.tinymodel._tokenizer import (
@@ -146,9 +147,10 @@ def _write_gptq_mtp35(
     chain: tuple[int, F32, F32],
     texts: dict[str, str],
 ) -> dict[str, _Planned]:
-    """``mtp35`` GPTQ-packed (bench/tinymodel/_gptq35.py), its MTP head BF16, twice: without a
-    rule about ``mtp.*`` (``mtp35_gptq``) and with ``-:.*mtp.*`` (``mtp35_gptq_mtprule``); the
-    same tensors."""
+    """``mtp35`` GPTQ-packed (bench/tinymodel/_gptq35.py), its MTP head BF16, three times:
+    without a rule about ``mtp.*`` (``mtp35_gptq``), with ``-:.*mtp.*``
+    (``mtp35_gptq_mtprule``), and the first in the conditional-generation layout vLLM loads
+    (``mtp35vl_gptq``, bench/tinymodel/_qwen35vl.py); the same tensors."""
     vocab_size, embedding, head = chain
     made = gptq_qwen35_weights(spec, vocab_size, embedding, head, options)
     config = json.loads(texts["config.json"])
@@ -170,6 +172,18 @@ def _write_gptq_mtp35(
             tensors=made.tensors,
             extra={"gptq": options.model_dump()},
         )
+    # the seed's shape (no rule about mtp.*) in the layout vLLM loads (bench/tinymodel/_qwen35vl.py)
+    config["quantization_config"] = gptq35_quantization_config(options, made.modules, mtprule=False)
+    out["mtp35vl_gptq"] = _write_model(
+        out_dir / "mtp35vl-gptq",
+        made.dense,
+        texts | {"config.json": _json_text(vl_config(config))},
+        "qwen3.5 mtp chain target, gptq 4-bit, bf16 mtp head, no rule about mtp.*, "
+        "Qwen3_5ForConditionalGeneration layout (the mtp35-gptq tensors renamed)",
+        spec,
+        tensors=vl_tensors(made.tensors),
+        extra={"gptq": options.model_dump()},
+    )
     return out
 
 

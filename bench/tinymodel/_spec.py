@@ -65,6 +65,9 @@ class TinyModels(StrictModel):
     mtp35_gptq: TinyModel | None = None
     #: the same tensors with a ``-:.*mtp.*`` GPTQ ``dynamic`` rule, when asked for
     mtp35_gptq_mtprule: TinyModel | None = None
+    #: ``mtp35_gptq``'s tensors as ``Qwen3_5ForConditionalGeneration`` (the layout vLLM 0.26.0
+    #: loads, bench/tinymodel/_qwen35vl.py), when asked for
+    mtp35vl_gptq: TinyModel | None = None
     #: DFlash's mask token (``dflash_config.mask_token_id``): ``<|endoftext|>``
     mask_token_id: int
     #: the chain's next token of every ordinary token id (``sigma``)
