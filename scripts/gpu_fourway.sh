@@ -6,6 +6,7 @@
 # while the other calls run (6 min of nvcc at the first forward otherwise).
 #
 # Here:    scripts/gpu_fourway.sh prepare        every carry (.gpu-sgl, .gpu, .gpu-4w; ignored)
+#          scripts/gpu_fourway.sh source         after a commit: the source record again
 # Device, back to back (a machine goes back ~30 s after a call; ~ survives while it is warm):
 #   1. run sgl "install jit determinism"   carry [.gpu-sgl/c/{K,S,D,W}.tar.xz, .gpu-sgl/patch,
 #                                          .gpu-4w/det]
@@ -226,6 +227,7 @@ unpack() {
 
 case "${1:-}" in
 prepare) prepare ;;
+source) source_record | tee $G4/det/source.json >$G4/4w/source.json && cat $G4/4w/source.json ;;
 run) run "${2:-}" "${3:-}" ;;
 unpack) unpack "${2:-}" ;;
 *) sed -n '2,19p' "$0" && exit 2 ;;

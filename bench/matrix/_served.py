@@ -13,6 +13,7 @@ import base64
 import csv
 import hashlib
 import io
+import json
 import os
 import site
 from pathlib import Path
@@ -23,6 +24,45 @@ from bench.schema import Configuration, EngineInstall, Experiment, ModelFiles, S
 
 #: weight files of a Hugging Face model folder (their sha256 lines make ``weights_sha256``)
 WEIGHT_SUFFIXES: Final = (".safetensors", ".bin", ".pt", ".gguf")
+
+
+def tensor_digests(path: Path) -> list[str]:
+    """One sha256 per tensor of a safetensors file, over its dtype, shape and bytes (not its
+    name): the format is an 8-byte little-endian header length, a JSON header of
+    ``name -> {dtype, shape, data_offsets}``, then the data."""
+    out: list[str] = []
+    with path.open("rb") as fh:
+        size = int.from_bytes(fh.read(8), "little")
+        header = json.loads(fh.read(size))
+        start = 8 + size
+        for name, meta in header.items():
+            if name == "__metadata__":
+                continue
+            begin, end = meta["data_offsets"]
+            h = hashlib.sha256(f"{meta['dtype']} {meta['shape']}\n".encode())
+            fh.seek(start + begin)
+            left = end - begin
+            while left > 0:
+                block = fh.read(min(left, 1 << 20))
+                if not block:
+                    raise ValueError(f"{path.name}: tensor {name} runs past the end of the file")
+                h.update(block)
+                left -= len(block)
+            out.append(h.hexdigest())
+    return out
+
+
+def tensors_sha256(folder: Path) -> str | None:
+    """sha256 of the sorted per-tensor digests of every safetensors file in ``folder``: equal
+    for two folders holding the same tensors under other names (another model wrapper)."""
+    shards = sorted(p for p in folder.iterdir() if p.is_file() and p.suffix == ".safetensors")
+    if not shards:
+        return None
+    try:
+        digests = sorted(d for p in shards for d in tensor_digests(p))
+    except (OSError, ValueError, KeyError, TypeError) as err:
+        return f"unreadable: {type(err).__name__}"
+    return hashlib.sha256("\n".join(digests).encode()).hexdigest()
 
 
 def model_files(role: str, key: str, hf_id: str, folder: Path) -> ModelFiles:
@@ -36,6 +76,7 @@ def model_files(role: str, key: str, hf_id: str, folder: Path) -> ModelFiles:
         path=str(folder),
         files=files,
         weights_sha256=hashlib.sha256(lines.encode()).hexdigest(),
+        tensors_sha256=tensors_sha256(folder),
         tokenizer_sha256=files.get("tokenizer.json"),
     )
 

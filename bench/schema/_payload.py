@@ -499,6 +499,11 @@ class ModelFiles(StrictModel):
     weights_sha256: str = Field(
         description="sha256 of the sorted '<sha256>  <name>' lines of the weight files"
     )
+    tensors_sha256: str | None = Field(
+        default=None,
+        description="sha256 over the sorted per-tensor digests (dtype, shape, bytes; not the "
+        "names) of its safetensors files: equal for the same tensors in another layout",
+    )
     tokenizer_sha256: str | None = Field(
         default=None, description="tokenizer.json's sha256 (None: the folder has none)"
     )
