@@ -32,6 +32,7 @@ from bench.report._labels import differing_settings, siblings
 from bench.report._lossless import NEAR_TIE_NATS, NEAR_TIE_REASON, LosslessRow, lossless
 from bench.report._model import RunSet, RunView, Unreadable
 from bench.report._text import pct
+from bench.report._trees import TreeContrast, tree_contrasts
 
 
 class Ranked(StrictModel):
@@ -181,6 +182,7 @@ class ReportContext:
     near_tie_reason: str
     depth: list[DepthSweep]
     toy_banner: str
+    trees: list[TreeContrast]
     single_all_valid: Callable[[str, int], RunView | None]
     differing: Callable[[str], list[str]]
     siblings: Callable[[str], list[str]]
@@ -319,6 +321,7 @@ def build_context(rs: RunSet, reference: RunSet | None = None) -> ReportContext:
         near_tie_reason=NEAR_TIE_REASON,
         depth=depth_sweeps(rs, family),
         toy_banner=TOY_MODEL_BANNER,
+        trees=tree_contrasts(rs),
         single_all_valid=lambda config, c: _valid_current(rs, config, c),
         differing=lambda config: differing_settings(rs, config),
         siblings=lambda config: siblings(rs, config),

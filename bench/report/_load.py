@@ -23,7 +23,9 @@ from bench.report._machine import (
     pins_table,
     provenance_tables,
     resolved_table,
+    source_fields,
     telemetry_view,
+    what_ran_table,
 )
 from bench.report._model import (
     CategoryView,
@@ -258,6 +260,8 @@ def _experiment_infos(exp: Experiment) -> tuple[ConfigInfo, ...]:
                 depth_of=cfg.depth_of,
                 depth_references=tuple((r.k, r.source) for r in cfg.depth_references),
                 patch_sha256=(b.patch_sha256 if (b := exp.image_for(cfg).build) else None),
+                image=f"{cfg.image_key}: {exp.image_for(cfg).ref}",
+                target=exp.target_for(cfg).hf_id,
             )
         )
     return tuple(infos)
@@ -449,6 +453,7 @@ def load_artifacts(artifacts_dir: Path) -> RunSet:
         *hardware_tables(hw),
         *cpu_kernel_table(by_key),
         *resolved_table(by_key),
+        *what_ran_table(by_key),
         *(provenance_tables(prov) if prov else []),
         *(pins_table(lock) if lock is not None else []),
     ]
@@ -463,6 +468,7 @@ def load_artifacts(artifacts_dir: Path) -> RunSet:
         quantization=first.quantization,
         hardware_lines=hardware_lines(hw),
         provenance_lines=() if prov else ("provenance.json: absent from the artifacts",),
+        **source_fields(prov),
         machine_tables=tuple(tables),
         roofline=roof,
         workload=workload,

@@ -224,3 +224,74 @@ def pins_table(lock: RunLock) -> list[Table]:
             ),
         )
     ]
+
+
+def source_fields(prov: dict[str, Any] | None) -> dict[str, Any]:
+    """The run's source tree as provenance states it: SHA, dirty flag, how the SHA is known."""
+    git = (prov or {}).get("git")
+    if not isinstance(git, dict):
+        return {}
+    dirty = git.get("dirty")
+    via = git.get("via")
+    return {
+        "source_sha": str(git["sha"]) if git.get("sha") else None,
+        "source_dirty": dirty if isinstance(dirty, bool) else None,
+        "source_via": str(via) if via else None,
+    }
+
+
+def _engine_ran(p: Payload) -> str:
+    """The image a container ran, or the package a local process found, with its drift from
+    the wheel it came from."""
+    launch = p.evidence.launch
+    if launch is None:
+        return "not recorded"
+    if launch.image:
+        return f"image {launch.image}"
+    inst = launch.engine_install
+    if inst is None:
+        return f"{launch.launcher} launcher; engine package not recorded"
+    drift = (
+        f"{len(inst.modified)} of {inst.record_files} wheel files modified "
+        f"({', '.join(inst.modified)})"
+        if inst.modified
+        else f"all {inst.record_files - len(inst.missing)} present wheel files as released"
+    )
+    left_out = f"; {len(inst.missing)} wheel files not installed" if inst.missing else ""
+    return f"{inst.package} {inst.version} from {inst.location} (local process): {drift}{left_out}"
+
+
+def _model_ran(files: Any) -> str:
+    if files is None:
+        return "none"
+    tensors = f", tensors {files.tensors_sha256[:12]}" if files.tensors_sha256 else ""
+    return f"{files.hf_id} ({files.path}): weights {files.weights_sha256[:12]}{tensors}"
+
+
+def what_ran_table(payloads: dict[str, Payload]) -> list[Table]:
+    """What each configuration's server ran, by content, as the launcher recorded it: the image
+    or the engine package (and the files that differ from its wheel), and the model folders it
+    read, hashed on that host. One row per configuration (its levels ran one server)."""
+    rows: dict[str, tuple[str, ...]] = {}
+    for key, p in payloads.items():
+        config = key.rsplit("-c", 1)[0]
+        served = p.evidence.served
+        if config in rows or (p.evidence.launch is None and served is None):
+            continue
+        tok = served.target.tokenizer_sha256 if served else None
+        rows[config] = (
+            config,
+            _engine_ran(p),
+            _model_ran(served.target if served else None),
+            _model_ran(served.draft if served else None),
+            tok[:12] if tok else "not recorded",
+        )
+    if not rows:
+        return []
+    return [
+        Table(
+            title="What ran (recorded by the launcher; files hashed where the server ran)",
+            header=("Configuration", "Engine", "Target", "Draft", "Tokenizer"),
+            rows=tuple(rows.values()),
+        )
+    ]

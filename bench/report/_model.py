@@ -183,6 +183,8 @@ class ConfigInfo(StrictModel):
     patch_sha256: str | None = Field(
         default=None, description="the configuration runs a locally patched image: its patch"
     )
+    image: str | None = Field(default=None, description="the image (key: ref) the lock names")
+    target: str | None = Field(default=None, description="the target it serves (hf_id)")
 
 
 class PublishedDelta(StrictModel):
@@ -297,6 +299,11 @@ class RunSet(StrictModel):
     quantization: str | None = None
     hardware_lines: tuple[str, ...] = ()
     provenance_lines: tuple[str, ...] = ()
+    source_sha: str | None = Field(default=None, description="the git SHA provenance names")
+    source_dirty: bool | None = Field(
+        default=None, description="the tree had changes beyond that SHA (None: unknown)"
+    )
+    source_via: str | None = Field(default=None, description="how the SHA is known, if not git")
     workload: dict[str, Any] = Field(default_factory=dict)
     configs: tuple[ConfigInfo, ...] = ()
     runs: tuple[RunView, ...] = ()
