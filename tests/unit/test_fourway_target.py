@@ -58,7 +58,8 @@ def test_the_vl_config_wraps_the_text_config_and_renames_the_quantized_modules(
     tq, vq = text["quantization_config"], vl["quantization_config"]
     assert vq["dynamic"] == tq["dynamic"] and not any("mtp" in r for r in vq["dynamic"])
     assert vq["modules_in_block_to_quantize"] == [
-        "model.language_model." + m.removeprefix("model.") for m in tq["modules_in_block_to_quantize"]
+        "model.language_model." + m.removeprefix("model.")
+        for m in tq["modules_in_block_to_quantize"]
     ]
     assert not any("mtp" in m for m in vq["modules_in_block_to_quantize"])
     for key in ("hidden_size", "num_hidden_layers", "vocab_size", "mtp_num_hidden_layers"):
@@ -106,7 +107,12 @@ def test_engine_install_names_each_file_that_differs_from_the_wheel(tmp_path: Pa
     assert engine_install("eng", [tmp_path]) == engine_install("eng", [tmp_path])
     clean = engine_install("eng", [tmp_path])
     assert clean is not None
-    assert (clean.version, clean.record_files, clean.modified, clean.missing) == ("1.2.3", 3, [], [])
+    assert (clean.version, clean.record_files, clean.modified, clean.missing) == (
+        "1.2.3",
+        3,
+        [],
+        [],
+    )
     (tmp_path / "eng/a.py").write_text("a  # patched\n")
     (tmp_path / "eng/b.so").unlink()
     patched = engine_install("eng", [tmp_path / "nowhere", tmp_path])
