@@ -47,9 +47,11 @@ from bench.measure._acceptance import (
     SGLANG_GEN,
     SGLANG_REQS,
     SGLANG_VERIFY,
+    combine,
+    delta,
 )
 from bench.measure._validity import scan_log
-from bench.schema import Payload
+from bench.schema import AcceptanceDelta, Payload
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "sglang-gpu"
 SGLANG = get_engine("sglang")
@@ -82,6 +84,25 @@ def payload(name: str) -> Payload:
 def status(name: str) -> dict[str, Any]:
     data: dict[str, Any] = json.loads((FIXTURES / "status" / f"{name}.json").read_text())
     return data
+
+
+SKIP = "draft_tensors_skipped"
+
+
+def recomputed(p: Payload) -> AcceptanceDelta:
+    """The run's acceptance from each measured iteration's raw before/after /metrics snapshots
+    (bench.measure's own delta), summed: what the stored figures must equal."""
+    windows = []
+    for it in p.evidence.iterations:
+        acc = it.acceptance
+        if it.warmup or acc is None or acc.before is None or acc.after is None:
+            continue
+        d = delta(p.engineName, acc.before, acc.after, p.engineFlags.specNumTokens)
+        assert d is not None, f"iteration {it.index}: no speculative counters in its snapshots"
+        windows.append(d)
+    total = combine(windows)
+    assert total is not None, "no measured window with raw snapshots"
+    return total
 
 
 def decode_lines(text: str) -> list[str]:
@@ -369,11 +390,24 @@ def test_the_seeds_story_served_stock_accepts_nothing_patched_accepts_the_chain(
     assert PATCH_LINE in patched_log and PATCH_LINE not in stock_log
     rates = {m.group(1) for m in re.finditer(r"accept rate: (\S+),", stock_log)}
     assert rates == {"0.00"}
-    stock = payload("gptqs-mtp-stock-eager-c1").evidence.acceptance
-    patched = payload("gptqs-mtp-eager-c1").evidence.acceptance
-    assert stock is not None and patched is not None
+    # the skipped tensors as the served log names them, read by the engine's own load rules
+    skipped = {f.key for f in scan_log(stock_log, SGLANG.load_patterns, True) if f.code == SKIP}
+    assert skipped == SKIPPED
+    assert not [f for f in scan_log(patched_log, SGLANG.load_patterns, True) if f.code == SKIP]
+    # acceptance recomputed from the raw /metrics snapshots around each measured window, never
+    # read from the figures stored beside them
+    stock = recomputed(payload("gptqs-mtp-stock-eager-c1"))
+    patched = recomputed(payload("gptqs-mtp-eager-c1"))
     assert (stock.accepted_tokens, stock.draft_tokens) == (0, 762)
     assert (patched.drafts, patched.draft_tokens, patched.accepted_tokens) == (129, 258, 252)
+    for name, again in (("gptqs-mtp-stock-eager-c1", stock), ("gptqs-mtp-eager-c1", patched)):
+        stored = payload(name).evidence.acceptance
+        assert stored is not None
+        assert (stored.drafts, stored.draft_tokens, stored.accepted_tokens) == (
+            again.drafts,
+            again.draft_tokens,
+            again.accepted_tokens,
+        ), name
     verdicts = status("gptqs")["configurations"]
     assert verdicts["mtp-stock-eager"]["valid"] is False
     assert verdicts["mtp-stock-eager"]["expected_invalid"] is True
