@@ -105,6 +105,8 @@ def _run_provenance(
 ) -> Provenance:
     """Provenance (bench.machine provenance): versions, git SHA, images as pinned here."""
 
+    # engines started as local processes ran no image: each payload's launch record names the
+    # package Python found and the files that differ from its wheel instead
     images = [
         ImageRef(
             ref=(opts.emulator_image if opts.emulated else img.ref),
@@ -114,6 +116,7 @@ def _run_provenance(
             upstreamVersion=img.version,
         )
         for img in exp.images.values()
+        if not opts.local_engine
     ]
     rec = capture_provenance(
         experiment_path=experiment_path,
@@ -125,6 +128,10 @@ def _run_provenance(
     )
     if opts.emulated:
         rec = rec.model_copy(update={"notes": [SIMULATED_BANNER, *rec.notes]})
+    if opts.local_engine:
+        note = "engines ran as local processes (--local-engine), no image: see each payload's "
+        note += "evidence.launch.engine_install"
+        rec = rec.model_copy(update={"notes": [*rec.notes, note]})
     return rec
 
 
@@ -138,6 +145,7 @@ def _lock(
         created_at=utc_now(),
         simulated=opts.emulated,
         launcher=opts.launcher,
+        local_engine=opts.local_engine,
         overrides=RunOverrides(
             warmup=opts.warmup, iterations=opts.iterations, time_scale=opts.time_scale
         ),

@@ -214,6 +214,8 @@ def pins_table(lock: RunLock) -> list[Table]:
         "unpinned": "UNPINNED (--allow-unpinned)",
     }
     note = " (the emulator ran instead of these images and models)" if lock.simulated else ""
+    if lock.local_engine:
+        note = " (the engines ran as local processes, not these images: see What ran)"
     return [
         Table(
             title="Pins: where each came from" + note,

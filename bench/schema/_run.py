@@ -40,6 +40,11 @@ class RunLock(StrictModel):
     created_at: str
     simulated: bool
     launcher: Literal["docker", "process"]
+    local_engine: bool = Field(
+        default=False,
+        exclude_if=lambda v: not v,
+        description="the process launcher started the engines installed on this host, no image",
+    )
     overrides: RunOverrides = Field(default_factory=RunOverrides)
     prompt_seed: int = Field(
         ge=0, description="the prompt-nonce seed every configuration of this run used"
