@@ -278,7 +278,10 @@ def what_ran_table(payloads: dict[str, Payload]) -> list[Table]:
     for key, p in payloads.items():
         config = key.rsplit("-c", 1)[0]
         served = p.evidence.served
-        if config in rows or (p.evidence.launch is None and served is None):
+        launch = p.evidence.launch
+        # the emulator reads no model files and is no engine package: nothing to identify
+        ran = served is not None or (launch is not None and launch.engine_install is not None)
+        if config in rows or not ran:
             continue
         tok = served.target.tokenizer_sha256 if served else None
         rows[config] = (
