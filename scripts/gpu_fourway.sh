@@ -183,7 +183,7 @@ stage() { vllm_stage; }
 
 report() {
   local e
-  sgl_env patched
+  if [ "$ENGINE" = vllm ]; then vllm_env; else sgl_env patched; fi
   for e in $EXP $DET; do
     if [ -d "$ART/$e" ]; then
       (timeout 90 python3 -m bench report "$ART/$e" --out "$HOME/report/$e") || true
