@@ -84,6 +84,13 @@ from bench.schema._run import (
     RunStatus,
     WeightsFile,
 )
+from bench.schema._speculation import (
+    AccuracyItem,
+    AccuracyRecord,
+    SpeculationMode,
+    SyntheticAcceptance,
+    Verification,
+)
 from bench.schema._suite import (
     GpuOnlyFile,
     SuiteCounts,
@@ -112,6 +119,8 @@ __all__ = [
     "UNRESOLVED",
     "WEIGHTS_FILE",
     "AcceptanceDelta",
+    "AccuracyItem",
+    "AccuracyRecord",
     "AdmissionCap",
     "ByteEstimate",
     "CategoryRequestAcceptance",
@@ -162,10 +171,12 @@ __all__ = [
     "SamplingRecord",
     "ServedModels",
     "ServerLogEvidence",
+    "SpeculationMode",
     "SuiteCounts",
     "SuiteRecord",
     "SuiteRun",
     "SuiteTest",
+    "SyntheticAcceptance",
     "TelemetryRecording",
     "TelemetrySummary",
     "TelemetryWindow",
@@ -175,6 +186,7 @@ __all__ = [
     "UpstreamSelection",
     "Validity",
     "ValidityReason",
+    "Verification",
     "WeightsFile",
     "Workload",
     "apply_lock",
