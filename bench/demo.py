@@ -22,7 +22,14 @@ from typing import Any
 
 import yaml
 
-from bench.core import InputError, ensure_dir, read_json_model, remove_tree, write_text
+from bench.core import (
+    InputError,
+    ensure_dir,
+    read_json_model,
+    remove_tree,
+    sha256_file,
+    write_text,
+)
 from bench.engines import load_experiment
 from bench.matrix import MatrixOptions, MatrixResult, run_matrix
 from bench.report import render_report
@@ -79,10 +86,54 @@ def _levels(levels: list[int]) -> str:
     return "/".join(str(c) for c in levels)
 
 
+#: issue 48 in the demo: the emulator's own constructed exact-answer task (its greedy output is
+#: " w0 w1 ..." for every prompt: bench/emulator/tokens.py), asked of every configuration
+DEMO_ACCURACY_TASK = EXPERIMENTS_DIR.parent / "prompts" / "emulator-continuation.jsonl"
+DEMO_ACCURACY: dict[str, Any] = {
+    "name": "emulator-continuation",
+    "scorer": "prefix",
+    "max_tokens": 8,
+}
+#: the seed's DFlash configurations get a SYNTHETIC ACCEPTANCE control each
+DEMO_SYNTHETIC_CONTROLS = ("vllm-dflash", "sglang-dflash")
+
+
+def demo_extra_configurations(doc: dict[str, Any]) -> list[dict[str, Any]]:
+    """Two configurations the seed does not have, to show what the report does with methods
+    that break the fixed-k lossless comparison (issue 48): vLLM MTP with FLy's lossy
+    verification (vLLM 0.33.0 ``rejection_sample_method: fly``) and SGLang DFlash with
+    ``--speculative-adaptive``; both derived from the seed's own configurations."""
+    by_name = {c["name"]: c for c in doc["configurations"]}
+    fly = {**by_name["vllm-mtp"], "name": "vllm-mtp-fly"}
+    spec = '{"method":"qwen3_next_mtp","num_speculative_tokens":2,"rejection_sample_method":"fly"}'
+    fly["args"] = [*fly["args"][:-1], spec, "--per-request-spec-decode-metrics", "summary"]
+    fly["notes"] = "Demo only: FLy's lossy verification (vLLM 0.33.0), never a lossless claim."
+    adaptive = {**by_name["sglang-dflash"], "name": "sglang-dflash-adaptive"}
+    adaptive["args"] = [*adaptive["args"], "--speculative-adaptive"]
+    adaptive["notes"] = "Demo only: SGLang's adaptive depth, never in a depth sweep's best k."
+    for cfg in (fly, adaptive):
+        cfg.pop("deviations", None)
+        cfg.pop("synthetic_control", None)
+    return [fly, adaptive]
+
+
 def demo_document(workload: dict[str, Any] | None = None) -> dict[str, Any]:
-    """The seed experiment's YAML document with the demo's workload (``{}``: the seed's)."""
+    """The seed experiment's YAML document with the demo's workload (``{}``: the seed's), the
+    demo's accuracy task, SYNTHETIC ACCEPTANCE controls and two methods that are not fixed-k
+    lossless (issue 48)."""
     doc: dict[str, Any] = yaml.safe_load(DEMO_EXPERIMENT.read_text())
     doc["workload"] = {**doc["workload"], **(DEMO_WORKLOAD if workload is None else workload)}
+    doc["workload"]["accuracy"] = {
+        **DEMO_ACCURACY,
+        "path": str(DEMO_ACCURACY_TASK.resolve()),
+        "sha256": sha256_file(DEMO_ACCURACY_TASK),
+    }
+    for cfg in doc["configurations"]:
+        if cfg["name"] in DEMO_SYNTHETIC_CONTROLS:
+            cfg["synthetic_control"] = True
+    extra = demo_extra_configurations(doc)
+    at = next(i for i, c in enumerate(doc["configurations"]) if c["name"] == "vllm-baseline")
+    doc["configurations"][at:at] = extra
     return doc
 
 

@@ -64,7 +64,7 @@ from bench.matrix._resume import (
     hold_folder,
     interrupted_message,
 )
-from bench.measure import ProgressBar, experiment_prompt_set
+from bench.measure import ProgressBar, experiment_prompt_set, read_accuracy_task
 from bench.schema import (
     ConfigurationStatus,
     Experiment,
@@ -211,6 +211,8 @@ def _run_matrix(
     # the prompt set is read and checked against its pin before anything is written (a dataset
     # prompt set: from where the models stage fetched it, under --model-cache)
     prompt_set = experiment_prompt_set(exp.workload.prompt_set, Path(opts.model_cache))
+    # the accuracy task likewise (issue 48), read once for every configuration
+    accuracy = read_accuracy_task(exp.workload.accuracy, Path(opts.model_cache))
     if launcher is None:
         if not opts.emulated:
             check_models_present(exp, selected, opts.model_cache, opts.local_engine)
@@ -288,6 +290,7 @@ def _run_matrix(
                 progress,
                 telemetry,
                 prompt_set,
+                accuracy=accuracy,
             )
             if opts.prestart and opts.emulated and opts.launcher == "process":
                 prestart_servers(

@@ -539,6 +539,12 @@ class LaunchRecord(StrictModel):
         exclude_if=_absent,
         description="the engine package a local process ran (no image)",
     )
+    env: dict[str, str] | None = Field(
+        default=None,
+        exclude_if=_absent,
+        description="settings the server was started with by value (a SYNTHETIC ACCEPTANCE "
+        "control's engine knob); never a secret",
+    )
 
 
 class TopLogprob(StrictModel):
