@@ -57,7 +57,7 @@ SGLANG_SIMULATE_TOKEN_MODE_ENV: Final = "SGLANG_SIMULATE_ACC_TOKEN_MODE"
 SGLANG_SIMULATE_METHOD: Final = "match-expected"  # the engine's default: mean matches
 SGLANG_SIMULATE_TOKEN_MODE: Final = "fixed"  # the engine's default
 SGLANG_ADAPTIVE_FLAG: Final = "--speculative-adaptive"
-SGLANG_ADAPTIVE_LOG: Final = re.compile(r"server_args=.*?'?speculative_adaptive'?(?:=|: )True")
+SGLANG_ADAPTIVE_LOG: Final = re.compile(r"server_args=.*?('?speculative_adaptive'?(?:=|: )True)")
 
 LOSSY_LABEL: Final = "LOSSY VERIFICATION"
 ADAPTIVE_LABEL: Final = "ADAPTIVE DEPTH"
@@ -144,15 +144,11 @@ def sglang_mode(cfg: Configuration, log: str, env: dict[str, str]) -> Speculatio
         from_config.append(SGLANG_ADAPTIVE_FLAG)
     from_config += [f"{k}={v}" for k, v in sorted(env.items()) if k.startswith("SGLANG_SIMULATE")]
     m = SGLANG_ADAPTIVE_LOG.search(log)
-    from_log = [_excerpt(log, m.end())] if m else []
+    from_log = [f"server_args={{... {m.group(1)} ...}}"] if m else []
     synthetic = SGLANG_SIMULATE_LEN_ENV in env
     return _mode("synthetic" if synthetic else "standard", lossy=False,
                  adaptive=bool(from_log) or SGLANG_ADAPTIVE_FLAG in from_config, cfg=cfg,
                  config=from_config, log=from_log)  # fmt: skip
-
-
-def _excerpt(log: str, at: int) -> str:
-    return log[max(0, at - 60) : at].strip()
 
 
 def _mode(

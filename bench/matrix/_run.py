@@ -58,6 +58,7 @@ from bench.matrix._options import (
     Outcome,
     TelemetryFactory,
 )
+from bench.matrix._plan import plan_record
 from bench.matrix._resume import (
     Interrupted,
     check_resume,
@@ -66,6 +67,7 @@ from bench.matrix._resume import (
 )
 from bench.measure import ProgressBar, experiment_prompt_set, read_accuracy_task
 from bench.schema import (
+    PLAN_FILE,
     ConfigurationStatus,
     Experiment,
     Hardware,
@@ -249,6 +251,9 @@ def _run_matrix(
     else:
         lock = _lock(exp, opts, run_id, pinned)
         arts.write_model(arts.lock, lock)
+        # plan's wall-time estimates, for the report's artifact appendix (issue 48)
+        plan = plan_record(exp, experiment_path, opts.model_cache)
+        arts.write_model(arts.root / PLAN_FILE, plan)
     run_id = lock.run_id
     if not arts.hardware.exists():
         hw = hardware or _host_hardware()

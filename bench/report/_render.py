@@ -20,6 +20,7 @@ from bench.report._charts import Chart, ChartSpec, draw, render_charts
 from bench.report._claims import single_request, speculative, sweeps
 from bench.report._compare import compare_hosts
 from bench.report._context import build_context
+from bench.report._frontier import frontier, frontier_chart
 from bench.report._labels import Labelled, named_configs, run_label, run_place
 from bench.report._load import load_artifacts
 from bench.report._model import RunSet
@@ -191,6 +192,7 @@ def render_report(
     charts = render_charts(
         out, single, sweeps(rs), rs.simulated, label=lambda r: run_label(r, named)
     )
+    charts |= frontier_chart(frontier(rs.runs), out, rs.simulated)  # issue 48
     path = out / "REPORT.md"
     write_text(path, render_markdown(rs, charts, reference), root=out)
     return path

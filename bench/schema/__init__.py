@@ -72,6 +72,7 @@ from bench.schema._pins import (
     write_lock,
 )
 from bench.schema._pins_record import Resolved, forget_pins, record_pins
+from bench.schema._plan_record import PLAN_FILE, PlanEstimate, PlanRecord
 from bench.schema._run import (
     LOCK_FILE,
     STATUS_FILE,
@@ -114,6 +115,7 @@ __all__ = [
     "LOCK_FILE",
     "PAYLOAD_SCHEMA",
     "PINS_SCHEMA",
+    "PLAN_FILE",
     "STATUS_FILE",
     "THROTTLE_MASK",
     "UNRESOLVED",
@@ -159,6 +161,8 @@ __all__ = [
     "PinSource",
     "PinnedExperiment",
     "PinsLock",
+    "PlanEstimate",
+    "PlanRecord",
     "PromptSetRecord",
     "RequestRecord",
     "RequestSpecTokens",
