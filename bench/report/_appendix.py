@@ -94,6 +94,7 @@ def appendix(
     lossless_rows: Sequence[LosslessRow],
     accuracy: AccuracySection | None,
     overhead: Sequence[OverheadRow],
+    frontier: Sequence[str],
     pareto: Sequence[str],
 ) -> Appendix | None:
     """The appendix of a run's report (None for a reference set: it has no artifacts)."""

@@ -10,10 +10,9 @@ the frontier and listed with why: their speed is not the model's.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from pathlib import Path
 
 from bench.core import StrictModel
-from bench.report._charts import Chart, ChartSpec, Series, draw
+from bench.report._charts import ChartSpec, Series
 from bench.report._model import RunView
 
 
@@ -87,7 +86,7 @@ def frontier(runs: Sequence[RunView]) -> FrontierSection:
     return FrontierSection(points=marked, pareto_configs=names, left_off=tuple(left.items()))
 
 
-def frontier_chart(section: FrontierSection, out: Path, simulated: bool) -> dict[str, Chart]:
+def frontier_chart(section: FrontierSection, simulated: bool) -> ChartSpec | None:
     """One line per configuration through its concurrency levels (SVG beside the report)."""
     configs = list(dict.fromkeys(p.config for p in section.points))
     series = []
@@ -98,15 +97,15 @@ def frontier_chart(section: FrontierSection, out: Path, simulated: bool) -> dict
                 Series(label=name, x=[p.per_user for p in mine], y=[p.per_gpu for p in mine])
             )
     if not series:
-        return {}
+        return None
     xs = [x for s in series for x in s.x if x > 0]
     if not xs:
-        return {}
+        return None
     lo, hi = min(xs), max(xs)
     # the x axis is log-scaled between its first and last tick: ticks at both ends
     ticks = [lo * (hi / lo) ** (i / 3) for i in range(4)] if hi > lo else [lo]
     title = "Throughput per GPU against tokens/s per user (each point a concurrency level)"
-    spec = ChartSpec(
+    return ChartSpec(
         role="frontier",
         file="frontier.svg",
         alt="Throughput against interactivity chart",
@@ -117,5 +116,3 @@ def frontier_chart(section: FrontierSection, out: Path, simulated: bool) -> dict
         labels=[f"{t:.0f}" if t >= 10 else f"{t:.2g}" for t in ticks],
         series=series,
     )
-    draw([spec], out)
-    return {spec.role: spec.chart}

@@ -189,10 +189,15 @@ def render_report(
     ensure_dir(out, "--out")
     single = speculative(single_request(rs.runs))
     named = named_configs(rs)
+    front = frontier_chart(frontier(rs.runs), rs.simulated)  # issue 48
     charts = render_charts(
-        out, single, sweeps(rs), rs.simulated, label=lambda r: run_label(r, named)
+        out,
+        single,
+        sweeps(rs),
+        rs.simulated,
+        label=lambda r: run_label(r, named),
+        extra=[front] if front is not None else [],
     )
-    charts |= frontier_chart(frontier(rs.runs), out, rs.simulated)  # issue 48
     path = out / "REPORT.md"
     write_text(path, render_markdown(rs, charts, reference), root=out)
     return path

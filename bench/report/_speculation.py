@@ -41,5 +41,13 @@ def speculation_sections(rs: RunSet, ranked: Sequence[RunView]) -> SpeculationSe
         accuracy=acc,
         methods=method_rows(rs.runs),
         profile=profile_rows(rs.runs),
-        appendix=appendix(rs, ranked, lossless_rows, acc, overhead, front.pareto_configs),
+        appendix=appendix(
+            rs,
+            ranked,
+            lossless_rows,
+            acc,
+            overhead,
+            [p.config for p in front.points],
+            front.pareto_configs,
+        ),
     )
