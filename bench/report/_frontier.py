@@ -116,3 +116,22 @@ def frontier_chart(section: FrontierSection, simulated: bool) -> ChartSpec | Non
         labels=[f"{t:.0f}" if t >= 10 else f"{t:.2g}" for t in ticks],
         series=series,
     )
+
+
+def fleet_frontier(hosts: Sequence[tuple[str, Sequence[RunView]]]) -> FrontierSection:
+    """``specbench compare``'s frontier: every host's valid lossless runs as points named
+    ``<configuration> @ <host>``, the Pareto-optimal ones across the fleet named."""
+    pts: list[FrontierPoint] = []
+    left: dict[str, str] = {}
+    for host, runs in hosts:
+        for r in runs:
+            p = point(r, f" @ {host}")
+            if p is None:
+                continue
+            if not r.lossless_method:
+                left[p.config] = ", ".join(p.labels) or "not a lossless method"
+                continue
+            pts.append(p)
+    marked = frontier_of(pts)
+    names = tuple(dict.fromkeys(p.config for p in marked if p.pareto))
+    return FrontierSection(points=marked, pareto_configs=names, left_off=tuple(left.items()))
