@@ -10,6 +10,12 @@ fewer output tokens, one warmup and three measured iterations) and runs the emul
 ``DEMO_TIME_SCALE``; the experiment it really ran is written next to the report
 (``experiment.yaml``) and recorded in the artifacts' lock and provenance.
 
+Issue 48 in part 1 (``demo_document``): the seed's DFlash configurations each get a SYNTHETIC
+ACCEPTANCE control, two configurations the seed does not have show what the report does with
+methods that are not fixed-k lossless (vLLM MTP with FLy, SGLang DFlash with adaptive depth),
+and every configuration answers the emulator's constructed exact-answer task (the accuracy
+gate). These add about a third to the demo's time.
+
 Part 2 (``run_categories_demo``, ``specbench demo --no-categories`` skips it): the seed host's
 categories experiment (a prompt set of real text by category) into ``<out>/categories``, whose
 report has the section on acceptance and speedup by prompt category, SIMULATED as well.
