@@ -10,6 +10,13 @@ fewer output tokens, one warmup and three measured iterations) and runs the emul
 ``DEMO_TIME_SCALE``; the experiment it really ran is written next to the report
 (``experiment.yaml``) and recorded in the artifacts' lock and provenance.
 
+Issue 48 in part 1 (``demo_document``): the seed's DFlash configurations each get a SYNTHETIC
+ACCEPTANCE control, two configurations the seed does not have show what the report does with
+methods that are not fixed-k lossless (vLLM MTP with FLy, SGLang DFlash with adaptive depth),
+and every configuration answers the emulator's constructed exact-answer task (the accuracy
+gate). Part 1 took 44.6 s with them against 41.6 s without, on a loaded 2-core machine (the
+emulators start at once; the controls start after their sources, whose acceptance they force).
+
 Part 2 (``run_categories_demo``, ``specbench demo --no-categories`` skips it): the seed host's
 categories experiment (a prompt set of real text by category) into ``<out>/categories``, whose
 report has the section on acceptance and speedup by prompt category, SIMULATED as well.
@@ -22,7 +29,14 @@ from typing import Any
 
 import yaml
 
-from bench.core import InputError, ensure_dir, read_json_model, remove_tree, write_text
+from bench.core import (
+    InputError,
+    ensure_dir,
+    read_json_model,
+    remove_tree,
+    sha256_file,
+    write_text,
+)
 from bench.engines import load_experiment
 from bench.matrix import MatrixOptions, MatrixResult, run_matrix
 from bench.report import render_report
@@ -79,10 +93,54 @@ def _levels(levels: list[int]) -> str:
     return "/".join(str(c) for c in levels)
 
 
+#: issue 48 in the demo: the emulator's own constructed exact-answer task (its greedy output is
+#: " w0 w1 ..." for every prompt: bench/emulator/tokens.py), asked of every configuration
+DEMO_ACCURACY_TASK = EXPERIMENTS_DIR.parent / "prompts" / "emulator-continuation.jsonl"
+DEMO_ACCURACY: dict[str, Any] = {
+    "name": "emulator-continuation",
+    "scorer": "prefix",
+    "max_tokens": 8,
+}
+#: the seed's DFlash configurations get a SYNTHETIC ACCEPTANCE control each
+DEMO_SYNTHETIC_CONTROLS = ("vllm-dflash", "sglang-dflash")
+
+
+def demo_extra_configurations(doc: dict[str, Any]) -> list[dict[str, Any]]:
+    """Two configurations the seed does not have, to show what the report does with methods
+    that break the fixed-k lossless comparison (issue 48): vLLM MTP with FLy's lossy
+    verification (vLLM 0.33.0 ``rejection_sample_method: fly``) and SGLang DFlash with
+    ``--speculative-adaptive``; both derived from the seed's own configurations."""
+    by_name = {c["name"]: c for c in doc["configurations"]}
+    fly = {**by_name["vllm-mtp"], "name": "vllm-mtp-fly"}
+    spec = '{"method":"qwen3_next_mtp","num_speculative_tokens":2,"rejection_sample_method":"fly"}'
+    fly["args"] = [*fly["args"][:-1], spec, "--per-request-spec-decode-metrics", "summary"]
+    fly["notes"] = "Demo only: FLy's lossy verification (vLLM 0.33.0), never a lossless claim."
+    adaptive = {**by_name["sglang-dflash"], "name": "sglang-dflash-adaptive"}
+    adaptive["args"] = [*adaptive["args"], "--speculative-adaptive"]
+    adaptive["notes"] = "Demo only: SGLang's adaptive depth, never in a depth sweep's best k."
+    for cfg in (fly, adaptive):
+        cfg.pop("deviations", None)
+        cfg.pop("synthetic_control", None)
+    return [fly, adaptive]
+
+
 def demo_document(workload: dict[str, Any] | None = None) -> dict[str, Any]:
-    """The seed experiment's YAML document with the demo's workload (``{}``: the seed's)."""
+    """The seed experiment's YAML document with the demo's workload (``{}``: the seed's), the
+    demo's accuracy task, SYNTHETIC ACCEPTANCE controls and two methods that are not fixed-k
+    lossless (issue 48)."""
     doc: dict[str, Any] = yaml.safe_load(DEMO_EXPERIMENT.read_text())
     doc["workload"] = {**doc["workload"], **(DEMO_WORKLOAD if workload is None else workload)}
+    doc["workload"]["accuracy"] = {
+        **DEMO_ACCURACY,
+        "path": str(DEMO_ACCURACY_TASK.resolve()),
+        "sha256": sha256_file(DEMO_ACCURACY_TASK),
+    }
+    for cfg in doc["configurations"]:
+        if cfg["name"] in DEMO_SYNTHETIC_CONTROLS:
+            cfg["synthetic_control"] = True
+    extra = demo_extra_configurations(doc)
+    at = next(i for i, c in enumerate(doc["configurations"]) if c["name"] == "vllm-baseline")
+    doc["configurations"][at:at] = extra
     return doc
 
 

@@ -17,6 +17,7 @@ from bench.engines import get_engine, load_experiment
 from bench.matrix import launch_record
 from bench.schema import (
     AcceptanceDelta,
+    AccuracyRecord,
     EngineFlags,
     Evidence,
     Experiment,
@@ -28,9 +29,12 @@ from bench.schema import (
     LaunchRecord,
     Payload,
     RequestRecord,
+    RequestSpecTokens,
     RunInfo,
     RunLock,
     SampleStats,
+    SpeculationMode,
+    SyntheticAcceptance,
     Validity,
     ValidityReason,
     Workload,
@@ -77,6 +81,12 @@ class Spec:
     served_model: str = "qwen"
     launch: LaunchRecord | None = None
     command: list[str] | None = None  # evidence.run.command (a matrix records the server argv)
+    # issue 48: how the engine verified its drafts, a control's forced acceptance, the accuracy
+    # task's answers (lowest level only), each request's own (verify steps, accepted) counts
+    speculation: SpeculationMode | None = None
+    synthetic: SyntheticAcceptance | None = None
+    accuracy: AccuracyRecord | None = None
+    request_counts: list[tuple[int, int]] | None = None
 
 
 def payload(s: Spec) -> Payload:
@@ -97,6 +107,7 @@ def payload(s: Spec) -> Payload:
                 completion_tokens=512,
                 prompt_tokens=1044,
                 finish_reason="length",
+                spec_tokens=_request_tokens(s, i * s.concurrency + k),
             )
             for k in range(s.concurrency)
         ]
@@ -184,7 +195,23 @@ def payload(s: Spec) -> Payload:
             acceptance_raw=s.acceptance_raw,
             validity=Validity(valid=not invalid, reasons=s.reasons),
             launch=s.launch,
+            speculation=s.speculation,
+            synthetic=s.synthetic,
+            accuracy=s.accuracy,
         ),
+    )
+
+
+def _request_tokens(s: Spec, n: int) -> RequestSpecTokens | None:
+    """The n-th request's own counts from ``s.request_counts`` (cycled), as vLLM sends them."""
+    if not s.request_counts:
+        return None
+    steps, accepted = s.request_counts[n % len(s.request_counts)]
+    return RequestSpecTokens(
+        source="vllm metrics.speculative_decoding",
+        verify_steps=steps,
+        accepted_tokens=accepted,
+        draft_tokens=steps * (s.spec_tokens or 1),
     )
 
 

@@ -6,10 +6,12 @@ Only the standard library's argparse here: the container has no typer.
 from __future__ import annotations
 
 import argparse
+import json
+import os
 import sys
 from collections.abc import Sequence
 
-from bench.emulator.profile import FailMode, ProfileError
+from bench.emulator.profile import FailMode, ProfileError, Verification
 from bench.emulator.runner import resolve_profile, run_process
 
 
@@ -69,12 +71,55 @@ def build_parser() -> argparse.ArgumentParser:
         help="vLLM: per-request acceptance on the usage chunk (as the real flag does)",
     )
     parser.add_argument(
+        "--speculative-config",
+        default=None,
+        help="vLLM: the server's --speculative-config JSON; its rejection_sample_method "
+        "(synthetic, fly) and num_speculative_tokens_per_batch_size are emulated",
+    )
+    parser.add_argument(
+        "--speculative-adaptive",
+        action="store_true",
+        default=False,
+        help="SGLang: adaptive speculative depth (as the real flag asks)",
+    )
+    parser.add_argument(
         "--eager",
         action="store_true",
         default=None,
         help="the configuration runs eager (the engine's eager flag): no graph is captured",
     )
     return parser
+
+
+#: SGLang 0.5.19's simulated acceptance length (srt/environ.py:503), read from the environment
+#: as the real server reads it
+SIMULATE_ACC_LEN_ENV = "SGLANG_SIMULATE_ACC_LEN"
+#: vLLM 0.33.0 --speculative-config key of the per-batch-size depth schedule
+PER_BATCH_K = "num_speculative_tokens_per_batch_size"
+
+
+def verification(args: argparse.Namespace) -> Verification:
+    """How the emulated server verifies drafts: vLLM's --speculative-config keys, SGLang's
+    SGLANG_SIMULATE_ACC_LEN (environment) and --speculative-adaptive. ValueError on a bad one."""
+    if args.engine == "sglang":
+        raw = os.environ.get(SIMULATE_ACC_LEN_ENV, "").strip()
+        length = float(raw) if raw else -1.0
+        return Verification(
+            simulate_acc_len=length if length > 0 else None, adaptive=args.speculative_adaptive
+        )
+    if not args.speculative_config:
+        return Verification()
+    spec = json.loads(args.speculative_config)
+    if not isinstance(spec, dict):
+        raise ValueError("--speculative-config must be a JSON object")
+    return Verification(
+        method=spec.get("rejection_sample_method", "standard"),
+        synthetic_rates=tuple(spec.get("synthetic_acceptance_rates") or ()),
+        per_batch_k=tuple(
+            tuple(e) for e in spec.get("num_speculative_tokens_per_batch_size") or ()
+        ),
+        spec_config=spec,
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -93,6 +138,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             cudagraph_metrics=args.cudagraph_metrics,
             eager=args.eager,
             per_request_spec_decode_metrics=args.per_request_spec_decode_metrics,
+            verification=verification(args),
         )
     except (ProfileError, ValueError) as err:
         print(f"bench.emulator: error: {err}", file=sys.stderr)

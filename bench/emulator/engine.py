@@ -15,6 +15,7 @@ import asyncio
 import os
 import random
 import time
+import zlib
 from collections import OrderedDict, deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -88,6 +89,11 @@ class Request:
     spec_details: bool = False
     #: verify steps that accepted exactly j draft tokens, j = 0..k
     accept_histogram: list[int] = field(default_factory=list)
+    #: output position from which a lossy verifier (FLy, forced acceptance) emits draft tokens
+    #: the target would not have chosen (None: every token is the target's)
+    lossy_from: int | None = None
+    #: draft tokens accepted at this request's last verify step (adaptive depth)
+    last_accepted: int | None = None
     emissions: list[Emission] = field(default_factory=list)  # every token emitted, in order
     done: asyncio.Event = field(default_factory=asyncio.Event)
 
@@ -155,6 +161,7 @@ class EmulatedEngine:
         self.profile = profile
         self.k = profile.spec.num_speculative_tokens if profile.spec else 0
         self.acceptance: tuple[float, ...] = profile.spec.acceptance if profile.spec else ()
+        self.acceptance = verified_acceptance(profile, self.acceptance)
         if profile.has(FailMode.ZERO_ACCEPTANCE):
             self.acceptance = tuple(0.0 for _ in self.acceptance)
         self.cap = profile.admission_cap or 1_000_000
@@ -280,12 +287,11 @@ class EmulatedEngine:
         target = start + duration
         plans = []
         for r in batch:
-            fixed = r.fixed_accepted
-            zero = self.profile.has(FailMode.ZERO_ACCEPTANCE)
-            accepted = self._sample_accepted() if fixed is None or zero else min(fixed, self.k)
+            depth = self.profile.verification.depth(self.k, len(batch), r.last_accepted)
+            accepted = self._accepted(r, depth)
             n = min(1 + accepted, r.target_tokens - r.emitted)
             if self.k:
-                self._observe_draft(r, accepted)
+                self._observe_draft(r, accepted, depth)
             r.steps.append((n, accepted))
             plans.append((r, self._render(r, n, first=False)))
         await self._sleep_until(target)
@@ -294,6 +300,20 @@ class EmulatedEngine:
             self._sg_steps += 1
             if self._sg_steps % self.profile.decode_log_interval == 0:
                 self._log_sglang_decode()
+
+    def _accepted(self, r: Request, depth: int) -> int:
+        """Draft tokens accepted at this step: a category's fixed count, SGLang's simulated
+        length (match-expected: floor or ceil, weighted to match), else sampled."""
+        fixed = r.fixed_accepted
+        if self.profile.has(FailMode.ZERO_ACCEPTANCE):
+            return 0
+        if fixed is not None:
+            return min(fixed, depth)
+        sim = self.profile.verification.simulate_acc_len
+        if sim is not None:
+            lo = int(sim)
+            return min(depth, lo - 1 + (1 if self._rng.random() < sim - lo else 0))
+        return min(depth, self._sample_accepted())
 
     def _sample_accepted(self) -> int:
         accepted = 0
@@ -304,21 +324,22 @@ class EmulatedEngine:
                 break
         return accepted
 
-    def _observe_draft(self, r: Request, accepted: int) -> None:
+    def _observe_draft(self, r: Request, accepted: int, depth: int) -> None:
         # vLLM counts every verified draft, including tokens cut by max_tokens
         # (vllm/v1/spec_decode/metrics.py:41-49: observe_draft)
         c = self.counters
         r.drafts += 1
-        r.draft_tokens += self.k
+        r.draft_tokens += depth
         r.accepted_tokens += accepted
+        r.last_accepted = accepted
         if not r.accept_histogram:
             r.accept_histogram = [0] * (self.k + 1)
         r.accept_histogram[accepted] += 1
         c.drafts += 1
-        c.draft_tokens += self.k
+        c.draft_tokens += depth
         c.accepted_tokens += accepted
         self._iv_drafts += 1
-        self._iv_draft_tokens += self.k
+        self._iv_draft_tokens += depth
         self._iv_accepted += accepted
         for i in range(accepted):
             c.accepted_per_pos[i] += 1
@@ -332,7 +353,7 @@ class EmulatedEngine:
         step ends so the write at the deadline is only a socket write."""
         start = r.emitted
         r.emitted += n
-        emitted = [self._emission(i) for i in range(start, start + n)]
+        emitted = [self._emission(i, r.lossy_from) for i in range(start, start + n)]
         text = "".join(e.token for e in emitted)
         r.text_parts.append(text)
         r.emissions += emitted
@@ -437,13 +458,16 @@ class EmulatedEngine:
         hist = r.accept_histogram or [0] * (self.k + 1)
         return formats.vllm_spec_decoding_metrics(self.k, hist, level == "detailed")
 
-    def _emission(self, i: int) -> Emission:
+    def _emission(self, i: int, lossy_from: int | None = None) -> Emission:
         """The token at output position ``i`` (bench.emulator.logprobs): the target's greedy
-        choice, unless a speculative server's near_tie_flip or lossy_draft mode changes it."""
+        choice, unless a speculative server's near_tie_flip or lossy_draft mode, or its lossy
+        verification from the request's ``lossy_from``, changes it."""
         p = self.profile
         after = p.failures.after_tokens
         flip = first_near_tie(after) if self.k and p.has(FailMode.NEAR_TIE_FLIP) else None
         lossy = after if self.k and p.has(FailMode.LOSSY_DRAFT) else None
+        if self.k and lossy_from is not None:
+            lossy = lossy_from if lossy is None else min(lossy, lossy_from)
         return emission(i, flip_at=flip, lossy_from=lossy)
 
     def logprobs(self, r: Request, emitted: list[Emission]) -> dict[str, Any] | None:
@@ -609,3 +633,35 @@ class EmulatedEngine:
 
 def _pid() -> int:
     return os.getpid()
+
+
+#: FLy (emulated): this share of the standard verifier's rejections still rejects; the rest
+#: is accepted loosely (SIMULATED, no upstream figure)
+FLY_REJECT_SHARE = 0.6
+#: a lossy verifier's first non-target token: LOSSY_FIRST + crc32(prompt) % LOSSY_SPREAD, so
+#: some prompts' short answers stay the target's and others do not (SIMULATED)
+LOSSY_FIRST = 2
+LOSSY_SPREAD = 40
+
+
+def verified_acceptance(profile: Profile, acceptance: tuple[float, ...]) -> tuple[float, ...]:
+    """The conditional per-position acceptance under the profile's verification: vLLM's
+    synthetic rates (unconditional) made conditional as vLLM does (each over the one before),
+    FLy's looser acceptance, else the drafter's own."""
+    v = profile.verification
+    if v.method == "synthetic" and v.synthetic_rates:
+        out, before = [], 1.0
+        for u in v.synthetic_rates:
+            out.append(u / before if before > 0 else 0.0)
+            before = u
+        return tuple(out)
+    if v.method == "fly":
+        return tuple(1.0 - (1.0 - p) * FLY_REJECT_SHARE for p in acceptance)
+    return acceptance
+
+
+def lossy_start(profile: Profile, prompt_text: str) -> int | None:
+    """Where a lossy verifier's output leaves the target's for this prompt (None: lossless)."""
+    if not profile.verification.lossy:
+        return None
+    return LOSSY_FIRST + zlib.crc32(prompt_text.encode()) % LOSSY_SPREAD

@@ -555,6 +555,14 @@ VLLM_VERSION_LOGO: Final = (
     "  █▄█▀ █     █     █     █  model   %s\n"
     "   ▀▀  ▀▀▀▀▀ ▀▀▀▀▀ ▀     ▀\n",
 )
+#: vllm/entrypoints/common/startup.py:96 (0.33.0): the arguments that differ from the defaults,
+#: a dict repr (the CPU build 0.32.0 logs the same from api_utils.py:286)
+VLLM_NON_DEFAULT_ARGS: Final = ("startup.py:96", "non-default args: %s")
+#: vllm/config/speculative.py:2031-2034 (0.33.0), logger.warning_once
+VLLM_FLY: Final = (
+    "speculative.py:2031",
+    "FLy verification is a lossy speculative decoding method and may degrade model outputs.",
+)
 VLLM_MTP_DEPRECATED: Final = (
     "speculative.py:1247",
     "method `%s` is deprecated and replaced with mtp.",

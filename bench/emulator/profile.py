@@ -135,6 +135,44 @@ class SpecSettings(_Strict):
         return total
 
 
+class Verification(_Strict):
+    """How the emulated engine verifies and sizes its drafts, as the real one was told (issue
+    48): vLLM's ``--speculative-config`` keys (``rejection_sample_method``: synthetic forces
+    ``synthetic_rates``, fly accepts loosely and is lossy; ``num_speculative_tokens_per_batch_size``
+    sets k per batch size), SGLang's ``SGLANG_SIMULATE_ACC_LEN`` (match-expected: each step
+    accepts floor or ceil of the length, weighted to match it) and ``--speculative-adaptive``
+    (here: a request drafts one more token than it last accepted). SIMULATED rules, shaped
+    after the engines' own."""
+
+    method: Literal["standard", "synthetic", "block", "fly"] = "standard"
+    #: vLLM synthetic: unconditional per-position rates (P(first i+1 drafts all accepted))
+    synthetic_rates: tuple[float, ...] = ()
+    #: SGLang SGLANG_SIMULATE_ACC_LEN (accepted drafts + bonus token per step)
+    simulate_acc_len: float | None = Field(default=None, ge=1.0)
+    #: vLLM num_speculative_tokens_per_batch_size: (first batch size, last, k)
+    per_batch_k: tuple[tuple[int, int, int], ...] = ()
+    #: SGLang --speculative-adaptive
+    adaptive: bool = False
+    #: vLLM: the --speculative-config as given (logged in the "non-default args" line)
+    spec_config: dict[str, object] | None = None
+
+    @property
+    def lossy(self) -> bool:
+        """Its accepted tokens are not all the target's (FLy, or forced acceptance)."""
+        return self.method in ("fly", "synthetic") or self.simulate_acc_len is not None
+
+    def depth(self, k: int, batch: int, last_accepted: int | None) -> int:
+        """Draft tokens this step, for a request in a running batch of ``batch``."""
+        for lo, hi, kk in self.per_batch_k:
+            if lo <= batch <= hi:
+                return min(k, kk)
+        if self.per_batch_k and batch > self.per_batch_k[-1][1]:
+            return min(k, self.per_batch_k[-1][2])
+        if self.adaptive and last_accepted is not None:
+            return max(1, min(k, last_accepted + 1))
+        return k
+
+
 class Profile(_Strict):
     """One emulated server configuration. Durations are at ``time_scale`` 1.0."""
 
@@ -180,6 +218,7 @@ class Profile(_Strict):
     #: vLLM --per-request-spec-decode-metrics: per-request acceptance on the usage chunk
     per_request_spec_decode_metrics: Literal["none", "summary", "detailed"] = "none"
     failures: FailureSettings = FailureSettings()
+    verification: Verification = Verification()
 
     @field_validator("decode_step_ms")
     @classmethod
@@ -250,6 +289,7 @@ class Profile(_Strict):
         tensor_parallel: int | None = None,
         eager: bool | None = None,
         per_request_spec_decode_metrics: str | None = None,
+        verification: Verification | None = None,
     ) -> Profile:
         """A copy with CLI/test overrides applied (and validated). ``spec_tokens`` runs the
         profile at another speculative depth (``SpecSettings.at_depth``)."""
@@ -277,6 +317,8 @@ class Profile(_Strict):
             data["eager"] = eager
         if per_request_spec_decode_metrics is not None:
             data["per_request_spec_decode_metrics"] = per_request_spec_decode_metrics
+        if verification is not None:
+            data["verification"] = verification.model_dump()
         return Profile.model_validate(data)
 
 

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from bench.core import InputError
-from bench.emulator.profile import FailMode, Profile, load_profile
+from bench.emulator.profile import FailMode, Profile, Verification, load_profile
 from bench.emulator.server import EmulatorServer
 
 
@@ -38,6 +38,7 @@ def resolve_profile(
     tensor_parallel: int | None = None,
     eager: bool | None = None,
     per_request_spec_decode_metrics: str | None = None,
+    verification: Verification | None = None,
 ) -> Profile:
     """The profile to run: by name/path (default ``<engine>-dflash``), with overrides."""
     if isinstance(profile, Profile):
@@ -57,6 +58,7 @@ def resolve_profile(
         tensor_parallel=tensor_parallel,
         eager=eager,
         per_request_spec_decode_metrics=per_request_spec_decode_metrics,
+        verification=verification,
     )
 
 

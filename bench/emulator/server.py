@@ -25,7 +25,7 @@ from aiohttp import web
 
 import bench.emulator.formats as formats
 import bench.emulator.metrics as metrics
-from bench.emulator.engine import EmulatedEngine, LogFn, Request
+from bench.emulator.engine import EmulatedEngine, LogFn, Request, lossy_start
 from bench.emulator.profile import FailMode, Profile
 from bench.emulator.tokens import RULE, count_prompt_tokens
 
@@ -158,6 +158,7 @@ class EmulatorServer:
             )
             if not p.graphs_captured:
                 self._vlog(*formats.VLLM_EAGER_LINE)
+            self._verification_lines()
             if p.spec and p.spec.method == "mtp" and p.spec.method_flag != "mtp":
                 src, tmpl = formats.VLLM_MTP_DEPRECATED
                 self.log(
@@ -172,12 +173,24 @@ class EmulatorServer:
                 "tp_size": p.tensor_parallel,
                 "dp_size": 1,
                 "speculative_algorithm": p.spec.method_flag if p.spec else None,
+                "speculative_adaptive": p.verification.adaptive,
             }
             self.log(formats.sglang_log(formats.SGLANG_SERVER_ARGS.format(args=args)))
             for rank in range(p.tensor_parallel):
                 self.log(
                     formats.sglang_log(formats.SGLANG_LOAD_BEGIN.format(avail=23.1), tp_rank=rank)
                 )
+
+    def _verification_lines(self) -> None:
+        """vLLM's record of its non-default arguments (the speculative config as given) and
+        FLy's warning, as vLLM 0.33.0 logs them (formats.VLLM_NON_DEFAULT_ARGS, VLLM_FLY)."""
+        v = self.profile.verification
+        if v.spec_config is not None:
+            src, tmpl = formats.VLLM_NON_DEFAULT_ARGS
+            self._vlog(src, tmpl % ({"speculative_config": v.spec_config},))
+        if v.method == "fly":
+            src, tmpl = formats.VLLM_FLY
+            self.log(formats.vllm_log("APIServer", os.getpid(), "WARNING", src, tmpl))
 
     def _load_lines(self) -> None:
         p = self.profile
@@ -507,6 +520,7 @@ class EmulatorServer:
             top_logprobs=_top_logprobs(body),
             fixed_accepted=_category_accepted(p, messages),
             spec_details=p.engine == "sglang" and body.get("return_spec_tokens_details") is True,
+            lossy_from=lossy_start(p, _last_user_text(messages)),
         )
         if not stream:
             engine.submit(req)
@@ -603,6 +617,12 @@ async def _json_body(request: web.Request) -> dict[str, Any] | None:
     except (json.JSONDecodeError, UnicodeDecodeError, ValueError):
         return None
     return data if isinstance(data, dict) else None
+
+
+def _last_user_text(messages: list[Any]) -> str:
+    users = [m for m in messages if isinstance(m, dict) and m.get("role") == "user"]
+    content = users[-1].get("content") if users else None
+    return content if isinstance(content, str) else ""
 
 
 def _category_accepted(p: Profile, messages: list[Any]) -> int | None:

@@ -25,6 +25,12 @@ from bench.engines._cpu_kernel import CPU_KERNEL_REGEX, cpu_kernel_from_log
 from bench.engines._experiment import load_experiment, load_pinned_experiment, parse_experiment
 from bench.engines._plan import PlanEntry, plan_entries
 from bench.engines._registry import engine_names, get_engine
+from bench.engines._speculation import (
+    SyntheticKnob,
+    min_variance_rates,
+    speculation_mode,
+    synthetic_knob,
+)
 
 __all__ = [
     "CPU_KERNEL_REGEX",
@@ -37,6 +43,7 @@ __all__ = [
     "LogPattern",
     "PlanEntry",
     "ResolvedPattern",
+    "SyntheticKnob",
     "WarmupPatterns",
     "cpu_kernel_from_log",
     "engine_names",
@@ -44,7 +51,10 @@ __all__ = [
     "get_engine",
     "load_experiment",
     "load_pinned_experiment",
+    "min_variance_rates",
     "parse_experiment",
     "plan_entries",
     "resolved_settings",
+    "speculation_mode",
+    "synthetic_knob",
 ]

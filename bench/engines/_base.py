@@ -120,6 +120,8 @@ class ContainerSpec:
     shm_size: str | None = None
     name: str | None = None
     image_id: str | None = None  # a local build's pinned ID: the launcher refuses another
+    #: settings passed by value (never a secret: a synthetic-acceptance control's engine knob)
+    env: tuple[tuple[str, str], ...] = ()
 
     def run_line(self) -> str:
         """The equivalent ``docker run`` command line (env values are never printed)."""
@@ -137,6 +139,8 @@ class ContainerSpec:
             parts += ["-v", f"{host}:{cont}:{mode}"]
         for env in self.env_names:
             parts += ["-e", env]
+        for name, value in self.env:
+            parts += ["-e", f"{name}={value}"]
         for key in sorted(self.labels):
             parts += ["--label", f"{key}={self.labels[key]}"]
         if self.entrypoint:

@@ -30,7 +30,7 @@ def parse_experiment(data: Any, source: str) -> Experiment:
         problems = get_engine(cfg.engine).check(cfg, exp)
         if problems:
             raise InputError(f"{source}: configurations.{i}.args", problems[0])
-    return expand_depth_sweeps(exp, source)
+    return expand_synthetic_controls(expand_depth_sweeps(exp, source), source)
 
 
 def at_depth(cfg: Configuration, k: int) -> Configuration:
@@ -77,15 +77,53 @@ def expand_depth_sweeps(exp: Experiment, source: str = "<experiment>") -> Experi
     return out
 
 
+SYNTHETIC_SUFFIX = "-synthetic"
+
+
+def synthetic_control(cfg: Configuration) -> Configuration:
+    """The SYNTHETIC ACCEPTANCE control of ``cfg``: the same engine, method, depth and flags,
+    named ``<name>-synthetic``; the matrix sets the engine's synthetic acceptance to what it
+    measured for ``cfg`` before it starts the control (never a figure written here)."""
+    return cfg.model_copy(
+        update={
+            "name": f"{cfg.name}{SYNTHETIC_SUFFIX}",
+            "synthetic_control": None,
+            "synthetic_of": cfg.name,
+            "depth_of": None,
+            "expect_invalid": None,
+            "notes": f"SYNTHETIC ACCEPTANCE control of {cfg.name}: its engine forces the "
+            f"acceptance measured for {cfg.name}, so its speed is the engine's at that "
+            "acceptance; its output is not the model's",
+        }
+    )
+
+
+def expand_synthetic_controls(exp: Experiment, source: str = "<experiment>") -> Experiment:
+    """Each configuration with ``synthetic_control: true`` followed by its control."""
+    if not any(c.synthetic_control for c in exp.configurations):
+        return exp
+    configs: list[Configuration] = []
+    for cfg in exp.configurations:
+        configs += [cfg, synthetic_control(cfg)] if cfg.synthetic_control else [cfg]
+    names = [c.name for c in configs]
+    dup = next((n for n in names if names.count(n) > 1), None)
+    if dup is not None:
+        raise InputError(f"{source}: configurations", f"a synthetic control makes {dup!r} twice")
+    return exp.model_copy(update={"configurations": configs})
+
+
 def with_prompt_set_path(exp: Experiment, source: str) -> Experiment:
     """``exp`` with a local prompt set's path made absolute: it is written relative to the
     experiment file (``source``), which may be run from anywhere."""
-    ps = exp.workload.prompt_set
-    if ps is None or ps.path is None or Path(ps.path).is_absolute():
+    here = Path(source).resolve().parent
+    update: dict[str, Any] = {}
+    for field in ("prompt_set", "accuracy"):  # the accuracy task's file is pinned the same way
+        spec = getattr(exp.workload, field)
+        if spec is not None and spec.path is not None and not Path(spec.path).is_absolute():
+            update[field] = spec.model_copy(update={"path": str((here / spec.path).resolve())})
+    if not update:
         return exp
-    where = str((Path(source).resolve().parent / ps.path).resolve())
-    workload = exp.workload.model_copy(update={"prompt_set": ps.model_copy(update={"path": where})})
-    return exp.model_copy(update={"workload": workload})
+    return exp.model_copy(update={"workload": exp.workload.model_copy(update=update)})
 
 
 def load_experiment(path: Path | str) -> Experiment:

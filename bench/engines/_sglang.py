@@ -55,6 +55,8 @@ class SGLang(Engine):
     ready_regex = r"The server is fired up and ready to roll!"
     plumbing_flags = ("--host", "--port", "--served-model-name", "--enable-metrics")
     admission_flag = "--max-running-requests"
+    #: adaptive depth (issue 48): the emulator drafts adaptively and logs it in server_args
+    emulator_passthrough = ("--speculative-adaptive",)
     # server_args.py (0.5.17/0.5.19): --disable-cuda-graph is a deprecated alias that disables
     # both phases; --cuda-graph-backend-decode disabled is its replacement for decode
     eager_flags = (("--disable-cuda-graph", None), ("--cuda-graph-backend-decode", "disabled"))

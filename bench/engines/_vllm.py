@@ -136,7 +136,9 @@ class VLLM(Engine):
     )
     emulator_passthrough = ("--cudagraph-metrics",)
     #: per-request acceptance (issue 37): the emulator answers as vLLM 0.33.0 does
-    emulator_value_passthrough = ("--per-request-spec-decode-metrics",)
+    #: and the speculative config (issue 48): the emulator emulates its rejection_sample_method
+    #: (synthetic, fly) and per-batch-size depth, and logs it as vLLM's non-default args line
+    emulator_value_passthrough = ("--per-request-spec-decode-metrics", "--speculative-config")
     # What the engine resolved, from its own log: the attention backend the platform picked
     # (vllm/platforms/cuda.py:509 in 0.33.0, :482 in 0.26.0) and the CUDA-graph mode of the
     # engine config it starts with (v1/engine/core.py:140, compilation_config's repr)

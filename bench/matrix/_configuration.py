@@ -5,6 +5,7 @@ interrupt handling every configuration shares (Ctrl-C or SIGTERM stops the runni
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import shlex
 import signal
 import threading
@@ -31,6 +32,7 @@ from bench.engines import (
     flag_value,
     get_engine,
     resolved_settings,
+    speculation_mode,
 )
 from bench.matrix._artifacts import Artifacts
 from bench.matrix._launch import (
@@ -44,13 +46,16 @@ from bench.matrix._launch import (
 from bench.matrix._models_present import model_folder
 from bench.matrix._options import MatrixOptions, Outcome, TelemetryFactory
 from bench.matrix._served import ServedCache, engine_install
+from bench.matrix._synthetic import control
 from bench.measure import (
     MAX_PROBES,
+    AccuracyTask,
     Measured,
     ProgressBar,
     PromptSet,
     RunSpec,
     accept_lengths,
+    answer_task,
     graph_check,
     judge,
     measure_level,
@@ -276,6 +281,8 @@ class RunContext:
     prestarted_specs: dict[str, ContainerSpec] = field(default_factory=dict)
     #: each model folder hashed once per run (ServedModels in every payload)
     served: ServedCache = field(default_factory=ServedCache)
+    #: the accuracy task every configuration answers after its levels (None: no gate)
+    accuracy: AccuracyTask | None = None
 
 
 def prestart_servers(ctx: RunContext, configs: list[Configuration]) -> None:
@@ -284,6 +291,8 @@ def prestart_servers(ctx: RunContext, configs: list[Configuration]) -> None:
     idle emulator uses no CPU, so measuring one configuration at a time is unchanged. Each
     logs to ``<log>.starting`` until its configuration runs; that log becomes its own."""
     for cfg in configs:
+        if cfg.synthetic_of is not None:  # its knob needs its source measured first
+            continue
         spec = _container_spec(ctx.exp, cfg, ctx.opts, ctx.run_id)
         starting = ctx.arts.log(cfg.name).with_suffix(".starting")
         ctx.prestarted[cfg.name] = ctx.launcher.start(spec, starting)
@@ -299,6 +308,40 @@ def stop_prestarted(ctx: RunContext) -> None:
     ctx.prestarted_specs.clear()
 
 
+def with_env(spec: ContainerSpec, env: dict[str, str]) -> ContainerSpec:
+    """``spec`` with ``env`` passed to the server by value (a control's engine knob)."""
+    if not env:
+        return spec
+    return dataclasses.replace(spec, env=(*spec.env, *sorted(env.items())))
+
+
+def _after_levels(
+    ctx: RunContext, cfg: Configuration, to_probe: list[tuple[int, RunSpec, Measured]]
+) -> None:
+    """After every level: each level's logprob probes, then the accuracy task (issue 48),
+    asked once, its answers kept in the lowest level's payload."""
+    progress, arts = ctx.progress, ctx.arts
+    written: list[tuple[int, Payload]] = []
+    for k, run_spec, measured in to_probe:
+        progress.say(f"{cfg.name} c={k}: logprob probes")
+        probed = probe_level(run_spec, measured)
+        arts.write_payload(cfg.name, k, probed)
+        written.append((k, probed))
+        if probed.evidence.logprob_probes and probed.evidence.logprob_probes.note:
+            progress.log(f"{cfg.name} c={k}: {probed.evidence.logprob_probes.note}")
+    task = ctx.accuracy
+    if task is None or not written:
+        return
+    k, payload = min(written, key=lambda kp: kp[0])
+    base_url = to_probe[0][1].base_url
+    progress.say(f"{cfg.name}: accuracy task {task.spec.name} ({len(task.items)} questions)")
+    record = answer_task(base_url, ctx.exp.served_model, task, ctx.exp.workload.request_timeout_s)
+    right = sum(i.correct for i in record.items)
+    progress.log(f"{cfg.name}: accuracy task {right}/{len(record.items)} correct")
+    evidence = payload.evidence.model_copy(update={"accuracy": record})
+    arts.write_payload(cfg.name, k, payload.model_copy(update={"evidence": evidence}))
+
+
 def run_configuration(ctx: RunContext, cfg: Configuration, outcome: Outcome) -> int:
     """Start, check, sweep, stop one configuration. Returns the iterations done.
 
@@ -309,7 +352,9 @@ def run_configuration(ctx: RunContext, cfg: Configuration, outcome: Outcome) -> 
 
     engine = get_engine(cfg.engine)
     image = exp.image_for(cfg)
-    spec = _container_spec(exp, cfg, opts, run_id)
+    made = control(arts, exp, cfg)  # a SYNTHETIC ACCEPTANCE control: its engine's knob set
+    cfg = made.cfg
+    spec = with_env(_container_spec(exp, cfg, opts, run_id), made.env)
     log_path = arts.log(cfg.name)
     # A resumed configuration: the earlier attempt's log (the evidence of why it stopped) is
     # kept, and this server's log follows it (a process launcher writes log_path live).
@@ -350,6 +395,8 @@ def run_configuration(ctx: RunContext, cfg: Configuration, outcome: Outcome) -> 
         load_log = server.log_text()
         version = engine.version_from_log(load_log) or image.version
         launch, served = _what_ran(ctx, cfg, spec, load_log)
+        launch = launch.model_copy(update={"env": dict(spec.env) or None})
+        mode = speculation_mode(cfg, load_log, made.env)
         cpu_kernel = cpu_kernel_from_log(load_log)
         logged_tp = engine.tensor_parallel_from_log(load_log)
         tensor_parallel = TensorParallelEvidence(
@@ -469,7 +516,12 @@ def run_configuration(ctx: RunContext, cfg: Configuration, outcome: Outcome) -> 
             payload = payload.model_copy(
                 update={
                     "evidence": payload.evidence.model_copy(
-                        update={"launch": launch, "served": served}
+                        update={
+                            "launch": launch,
+                            "served": served,
+                            "speculation": mode,
+                            "synthetic": made.record,
+                        }
                     )
                 }
             )
@@ -485,13 +537,9 @@ def run_configuration(ctx: RunContext, cfg: Configuration, outcome: Outcome) -> 
             progress.log(f"{cfg.name} c={k}: {payload.tokSOut:.2f} tok/s, {verdict}")
             if _exited(server, EXIT_GRACE_S if _nothing_answered(payload) else 0.0):
                 raise RunError(_exited_line(cfg.name, server, k))
-        # Every level measured: now the logprob probes, which no measurement can suffer from.
-        for k, run_spec, measured in to_probe:
-            progress.say(f"{cfg.name} c={k}: logprob probes")
-            probed = probe_level(run_spec, measured)
-            arts.write_payload(cfg.name, k, probed)
-            if probed.evidence.logprob_probes and probed.evidence.logprob_probes.note:
-                progress.log(f"{cfg.name} c={k}: {probed.evidence.logprob_probes.note}")
+        # Every level measured: now the logprob probes and the accuracy task, which no
+        # measurement can suffer from.
+        _after_levels(ctx, cfg, to_probe)
     except BaseException:
         stopping = True
         raise

@@ -178,7 +178,7 @@ class ProcessLauncher:
             argv[0] = sys.executable
         env = {
             k: v for k, v in os.environ.items() if k not in (TOKEN_ENV, "HUGGING_FACE_HUB_TOKEN")
-        }
+        } | dict(spec.env)
         with open_stream(log_path) as fh:
             proc = subprocess.Popen(
                 argv,
@@ -267,6 +267,7 @@ class DockerLauncher:
         for name in spec.env_names:
             if os.environ.get(name):
                 env[name] = os.environ[name]
+        env.update(spec.env)
         kwargs: dict[str, Any] = {
             "image": spec.image,
             "entrypoint": spec.entrypoint or None,

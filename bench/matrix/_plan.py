@@ -15,7 +15,7 @@ from bench.core import StrictModel
 from bench.emulator.runner import resolve_profile
 from bench.engines import DEFAULT_MODEL_CACHE, flag_value, get_engine, plan_entries
 from bench.measure import dataset_file, experiment_prompt_set
-from bench.schema import UNRESOLVED, Configuration, Experiment
+from bench.schema import UNRESOLVED, Configuration, Experiment, PlanEstimate, PlanRecord
 
 
 class ConfigurationEstimate(StrictModel):
@@ -174,3 +174,28 @@ def render_plan(
                 lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
             lines.append("")
     return "\n".join(lines)
+
+
+#: what plan's estimate is of (the report's artifact appendix quotes it)
+ESTIMATE_BASIS = (
+    "ESTIMATE from the emulator profiles (shaped after the seed's dual-RTX-3090 figures), "
+    "server start plus every level's warmup and iterations; not a measurement"
+)
+
+
+def plan_record(
+    experiment: Experiment, experiment_path: Path | None, model_cache: str | None = None
+) -> PlanRecord:
+    """plan.json of a run: each configuration's estimate, as ``specbench plan`` computes it."""
+    cats = categories(experiment, model_cache)
+    return PlanRecord(
+        experiment=str(experiment_path) if experiment_path else f"<{experiment.name}>",
+        basis=ESTIMATE_BASIS,
+        estimates=[
+            PlanEstimate(name=e.name, start_s=e.start_s, measure_s=e.measure_s)
+            for e in (
+                estimate(experiment, cfg, model_cache=model_cache, cats=cats)
+                for cfg in experiment.configurations
+            )
+        ],
+    )

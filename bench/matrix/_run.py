@@ -58,14 +58,16 @@ from bench.matrix._options import (
     Outcome,
     TelemetryFactory,
 )
+from bench.matrix._plan import plan_record
 from bench.matrix._resume import (
     Interrupted,
     check_resume,
     hold_folder,
     interrupted_message,
 )
-from bench.measure import ProgressBar, experiment_prompt_set
+from bench.measure import ProgressBar, experiment_prompt_set, read_accuracy_task
 from bench.schema import (
+    PLAN_FILE,
     ConfigurationStatus,
     Experiment,
     Hardware,
@@ -219,6 +221,8 @@ def _run_matrix(
     # the prompt set is read and checked against its pin before anything is written (a dataset
     # prompt set: from where the models stage fetched it, under --model-cache)
     prompt_set = experiment_prompt_set(exp.workload.prompt_set, Path(opts.model_cache))
+    # the accuracy task likewise (issue 48), read once for every configuration
+    accuracy = read_accuracy_task(exp.workload.accuracy, Path(opts.model_cache))
     if launcher is None:
         if not opts.emulated:
             check_models_present(exp, selected, opts.model_cache, opts.local_engine)
@@ -255,6 +259,9 @@ def _run_matrix(
     else:
         lock = _lock(exp, opts, run_id, pinned)
         arts.write_model(arts.lock, lock)
+        # plan's wall-time estimates, for the report's artifact appendix (issue 48)
+        plan = plan_record(exp, experiment_path, opts.model_cache)
+        arts.write_model(arts.root / PLAN_FILE, plan)
     run_id = lock.run_id
     if not arts.hardware.exists():
         hw = hardware or _host_hardware()
@@ -296,6 +303,7 @@ def _run_matrix(
                 progress,
                 telemetry,
                 prompt_set,
+                accuracy=accuracy,
             )
             if opts.prestart and opts.emulated and opts.launcher == "process":
                 prestart_servers(

@@ -15,6 +15,7 @@ from bench.measure._acceptance import (
     parse_prometheus,
     snapshot,
 )
+from bench.measure._accuracy import AccuracyTask, answer_task, read_accuracy_task
 from bench.measure._client import (
     Connection,
     RawResponse,
@@ -59,6 +60,7 @@ __all__ = [
     "SGLANG_GAUGES",
     "VLLM_DRAFTS",
     "WORDS",
+    "AccuracyTask",
     "Connection",
     "GraphCheck",
     "Measured",
@@ -68,6 +70,7 @@ __all__ = [
     "RawResponse",
     "RunSpec",
     "accept_lengths",
+    "answer_task",
     "build",
     "chat_body",
     "combine",
@@ -85,6 +88,7 @@ __all__ = [
     "parse_prometheus",
     "probe_level",
     "prompt_sha256",
+    "read_accuracy_task",
     "read_prompt_set",
     "request",
     "scan_log",

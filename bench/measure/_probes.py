@@ -62,7 +62,7 @@ def _token(entry: dict[str, Any]) -> TokenLogprobs:
     return TokenLogprobs(token=str(entry["token"]), logprob=float(entry["logprob"]), top=top)
 
 
-def _answer(raw: RawResponse) -> tuple[str | None, int | None, str | None]:
+def plain_answer(raw: RawResponse) -> tuple[str | None, int | None, str | None]:
     """(text, completion tokens, error) of a plain chat completion. The text is what the
     streaming client would have joined: reasoning first (it streams first), then content."""
     if raw.status != 200:
@@ -80,7 +80,7 @@ def _answer(raw: RawResponse) -> tuple[str | None, int | None, str | None]:
 
 def _probe(raw: RawResponse, prompt: str, max_tokens: int) -> LogprobProbe:
     sha = hashlib.sha256(prompt.encode()).hexdigest()
-    text, count, error = _answer(raw)
+    text, count, error = plain_answer(raw)
     out = hashlib.sha256(text.encode()).hexdigest() if text is not None else None
     if error is not None:
         return LogprobProbe(prompt_sha256=sha, output_sha256=out, error=error)

@@ -27,6 +27,7 @@ from bench.core import (
     write_bytes,
     write_text,
 )
+from bench.report._citation import CITATION_FILE, citation_text
 from bench.report._render import load_runset, render_report
 from bench.schema import read_payload
 
@@ -138,6 +139,8 @@ def publish(artifacts_dir: Path, out_dir: Path, tarball: bool = False) -> Path:
                 copy_function=_copy,
             )
             render_report(staging / ARTIFACTS, staging)
+            # how to cite the bundle (issue 48), listed in SHA256SUMS with the rest
+            write_text(staging / CITATION_FILE, citation_text(rs), root=staging)
             _write_sums(staging)
             if tarball:
                 _tarball(staging, tar_path, name=out_dir.name)

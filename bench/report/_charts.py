@@ -288,10 +288,12 @@ def render_charts(
     sweeps: Sequence[ConcurrencySweep],
     simulated: bool,
     label: Labeller = _label,
+    extra: Sequence[ChartSpec] = (),
 ) -> dict[str, Chart]:
     """Draw every chart the data supports (skipping current ones); returns them by role.
-    Charts of an earlier render that the data no longer supports are removed."""
-    specs = chart_specs(single, sweeps, simulated, label)
+    Charts of an earlier render that the data no longer supports are removed. ``extra``: charts
+    of other sections (the frontier), kept the same way."""
+    specs = [*chart_specs(single, sweeps, simulated, label), *extra]
     manifest = _manifest(out_dir)
     todo = [s for s in specs if not _current(s, out_dir, manifest)]
     if todo:

@@ -282,7 +282,9 @@ def single_request(runs: Sequence[RunView]) -> list[RunView]:
 
 
 def speculative(runs: Sequence[RunView]) -> list[RunView]:
-    return [r for r in runs if r.method != "NONE"]
+    """The speculative runs the report ranks and compares: a SYNTHETIC ACCEPTANCE control or a
+    lossy verifier is named in its own section (issue 48), never averaged into a claim."""
+    return [r for r in runs if r.method != "NONE" and r.lossless_method]
 
 
 def ranking(runs: Sequence[RunView]) -> list[RunView]:
@@ -448,7 +450,7 @@ def _saturation_point(
 def _sweep_runs(rs: RunSet) -> list[tuple[str, list[RunView], list[int]]]:
     """(configuration, its current runs by concurrency, its levels) for every sweep."""
     out = []
-    current = [r for r in rs.runs if r.attempt is None]
+    current = [r for r in rs.runs if r.attempt is None and r.lossless_method]
     for name in ordered_unique(r.config for r in current):
         runs = sorted((r for r in current if r.config == name), key=lambda r: r.concurrency)
         info = rs.config_info(name)

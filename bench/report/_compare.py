@@ -17,6 +17,7 @@ from pathlib import Path
 
 from bench.core import InputError, StrictModel
 from bench.report._claims import Comparison, Family, claim_key, compare, raw_p
+from bench.report._frontier import FrontierSection, fleet_frontier
 from bench.report._load import load_artifacts
 from bench.report._model import RunSet, RunView
 
@@ -59,6 +60,8 @@ class FleetComparison(StrictModel):
     rows: tuple[CompareRow, ...]
     missing: tuple[str, ...] = ()
     family_size: int = 0
+    #: issue 48: tokens/s per user against tokens/s per GPU, every host's runs on one frontier
+    frontier: FrontierSection = FrontierSection()
 
     @property
     def simulated(self) -> bool:
@@ -257,4 +260,5 @@ def compare_hosts(dirs: Sequence[Path]) -> FleetComparison:
         rows=tuple(rows),
         missing=tuple(missing),
         family_size=family.size,
+        frontier=fleet_frontier([(h.name, h.rs.runs) for h in hosts]),
     )

@@ -31,6 +31,7 @@ from bench.report._depth import DepthSweep, depth_sweeps, depth_tests
 from bench.report._labels import differing_settings, siblings
 from bench.report._lossless import NEAR_TIE_NATS, NEAR_TIE_REASON, LosslessRow, lossless
 from bench.report._model import RunSet, RunView, Unreadable
+from bench.report._speculation import SpeculationSections, speculation_sections
 from bench.report._text import pct
 from bench.report._trees import TreeContrast, tree_contrasts
 
@@ -187,6 +188,8 @@ class ReportContext:
     differing: Callable[[str], list[str]]
     siblings: Callable[[str], list[str]]
     charts: dict[str, Any] = dataclasses.field(default_factory=dict)
+    #: issue 48: overhead at fixed acceptance, frontier, accuracy gate, methods, profile, appendix
+    spec: SpeculationSections | None = None
 
     def names(self) -> dict[str, Any]:
         """The template's namespace (shallow: the models stay models)."""
@@ -325,6 +328,7 @@ def build_context(rs: RunSet, reference: RunSet | None = None) -> ReportContext:
         single_all_valid=lambda config, c: _valid_current(rs, config, c),
         differing=lambda config: differing_settings(rs, config),
         siblings=lambda config: siblings(rs, config),
+        spec=speculation_sections(rs, ranked_runs),
     )
 
 

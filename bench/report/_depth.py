@@ -123,7 +123,17 @@ def _declared_k(rs: RunSet, configs: Sequence[str]) -> int | None:
 def _groups(rs: RunSet) -> list[tuple[str, int, list[RunView]]]:
     """(swept configuration, concurrency, its valid current runs) in the runs' order."""
     group_of = {c.name: c.depth_of for c in rs.configs if c.depth_of}
-    runs = [r for r in rs.runs if r.valid and r.attempt is None and r.config in group_of]
+    # a lossy verifier or an adaptive depth is no point of a fixed-k sweep (issue 48): named
+    # in the report's methods section, never the best k
+    runs = [
+        r
+        for r in rs.runs
+        if r.valid
+        and r.attempt is None
+        and r.config in group_of
+        and r.fixed_depth
+        and r.lossless_method
+    ]
     keys = list(dict.fromkeys((group_of[r.config], r.concurrency) for r in runs))
     return [
         (g, c, [r for r in runs if group_of[r.config] == g and r.concurrency == c]) for g, c in keys

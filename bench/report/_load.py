@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.core import InputError, Summary, read_json, read_json_model, sha256_file
+from bench.report._extras import extra_fields, read_plan
 from bench.report._folder import Read, check_one_run, refuse_foreign_schema, stem_parts
 from bench.report._machine import (
     cpu_kernel_table,
@@ -164,6 +165,7 @@ def run_view(p: Payload, stem: str, log_lines: dict[str, list[str]] | None = Non
         if (ps := p.evidence.workload.prompt_set)
         else None,
         enable_thinking=tpl.enable_thinking if (tpl := p.evidence.workload.chat_template) else None,
+        **extra_fields(p),
     )
 
 
@@ -459,6 +461,7 @@ def load_artifacts(artifacts_dir: Path) -> RunSet:
     ]
     title = (exp.title or exp.name) if exp is not None else f"Speculative decoding on {first.hfId}"
     return RunSet(
+        plan=read_plan(d),
         source_kind="artifacts",
         source=str(d),
         title=title,

@@ -267,12 +267,14 @@ def _checks(
     return len(usable), checks
 
 
-def lossless(runs: Sequence[RunView]) -> list[LosslessRow]:
-    """One row per valid speculative run (current attempts only), in the runs' order."""
+def lossless(runs: Sequence[RunView], *, every_method: bool = False) -> list[LosslessRow]:
+    """One row per valid speculative run (current attempts only), in the runs' order. A lossy
+    verifier or a SYNTHETIC ACCEPTANCE control makes no lossless claim (issue 48): left out
+    unless ``every_method`` (the accuracy gate compares every run's output)."""
     current = [r for r in runs if r.attempt is None and r.valid]
     rows: list[LosslessRow] = []
     for run in current:
-        if run.method == "NONE":
+        if run.method == "NONE" or not (every_method or run.lossless_method):
             continue
         base = next(
             (

@@ -12,7 +12,15 @@ from typing import Any, Literal
 from pydantic import Field
 
 from bench.core import StrictModel
-from bench.schema import LaunchRecord, LogprobProbe, ServerLogEvidence
+from bench.schema import (
+    AccuracyRecord,
+    LaunchRecord,
+    LogprobProbe,
+    PlanRecord,
+    ServerLogEvidence,
+    SpeculationMode,
+    SyntheticAcceptance,
+)
 
 SourceKind = Literal["artifacts", "reference"]
 
@@ -152,6 +160,29 @@ class RunView(StrictModel):
     )
     prompt_set: str | None = Field(default=None, description="the prompt set's name@sha256[:12]")
     enable_thinking: bool | None = None
+    # issue 48 (bench.report._extras fills them in from the payload)
+    tensor_parallel: int | None = Field(default=None, description="GPUs the server ran on")
+    speculation: SpeculationMode | None = Field(
+        default=None, description="how the engine verified and sized its drafts"
+    )
+    synthetic: SyntheticAcceptance | None = Field(
+        default=None, description="a SYNTHETIC ACCEPTANCE control's forced acceptance"
+    )
+    accuracy: AccuracyRecord | None = Field(default=None, description="the accuracy task")
+    request_accept_lengths: tuple[float, ...] = Field(
+        default=(),
+        description="each measured request's own acceptance length, from the engine's "
+        "per-request counts (1 + accepted / verify steps); empty: none sent",
+    )
+
+    @property
+    def lossless_method(self) -> bool:
+        """Its greedy output is meant to be the target's (no lossy verifier, no control)."""
+        return self.speculation is None or self.speculation.lossless
+
+    @property
+    def fixed_depth(self) -> bool:
+        return self.speculation is None or self.speculation.fixed_depth
 
 
 class ConfigInfo(StrictModel):
@@ -332,6 +363,9 @@ class RunSet(StrictModel):
         default=(),
         description="pins a real run went without (--allow-unpinned): the report says so and "
         "publish refuses it",
+    )
+    plan: PlanRecord | None = Field(
+        default=None, description="plan.json: plan's wall-time estimate of each configuration"
     )
 
     @property

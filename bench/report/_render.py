@@ -20,6 +20,7 @@ from bench.report._charts import Chart, ChartSpec, draw, render_charts
 from bench.report._claims import single_request, speculative, sweeps
 from bench.report._compare import compare_hosts
 from bench.report._context import build_context
+from bench.report._frontier import frontier, frontier_chart
 from bench.report._labels import Labelled, named_configs, run_label, run_place
 from bench.report._load import load_artifacts
 from bench.report._model import RunSet
@@ -188,8 +189,14 @@ def render_report(
     ensure_dir(out, "--out")
     single = speculative(single_request(rs.runs))
     named = named_configs(rs)
+    front = frontier_chart(frontier(rs.runs), rs.simulated)  # issue 48
     charts = render_charts(
-        out, single, sweeps(rs), rs.simulated, label=lambda r: run_label(r, named)
+        out,
+        single,
+        sweeps(rs),
+        rs.simulated,
+        label=lambda r: run_label(r, named),
+        extra=[front] if front is not None else [],
     )
     path = out / "REPORT.md"
     write_text(path, render_markdown(rs, charts, reference), root=out)

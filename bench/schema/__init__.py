@@ -72,6 +72,7 @@ from bench.schema._pins import (
     write_lock,
 )
 from bench.schema._pins_record import Resolved, forget_pins, record_pins
+from bench.schema._plan_record import PLAN_FILE, PlanEstimate, PlanRecord
 from bench.schema._run import (
     LOCK_FILE,
     STATUS_FILE,
@@ -83,6 +84,13 @@ from bench.schema._run import (
     RunOverrides,
     RunStatus,
     WeightsFile,
+)
+from bench.schema._speculation import (
+    AccuracyItem,
+    AccuracyRecord,
+    SpeculationMode,
+    SyntheticAcceptance,
+    Verification,
 )
 from bench.schema._suite import (
     GpuOnlyFile,
@@ -107,11 +115,14 @@ __all__ = [
     "LOCK_FILE",
     "PAYLOAD_SCHEMA",
     "PINS_SCHEMA",
+    "PLAN_FILE",
     "STATUS_FILE",
     "THROTTLE_MASK",
     "UNRESOLVED",
     "WEIGHTS_FILE",
     "AcceptanceDelta",
+    "AccuracyItem",
+    "AccuracyRecord",
     "AdmissionCap",
     "ByteEstimate",
     "CategoryRequestAcceptance",
@@ -150,6 +161,8 @@ __all__ = [
     "PinSource",
     "PinnedExperiment",
     "PinsLock",
+    "PlanEstimate",
+    "PlanRecord",
     "PromptSetRecord",
     "RequestRecord",
     "RequestSpecTokens",
@@ -162,10 +175,12 @@ __all__ = [
     "SamplingRecord",
     "ServedModels",
     "ServerLogEvidence",
+    "SpeculationMode",
     "SuiteCounts",
     "SuiteRecord",
     "SuiteRun",
     "SuiteTest",
+    "SyntheticAcceptance",
     "TelemetryRecording",
     "TelemetrySummary",
     "TelemetryWindow",
@@ -175,6 +190,7 @@ __all__ = [
     "UpstreamSelection",
     "Validity",
     "ValidityReason",
+    "Verification",
     "WeightsFile",
     "Workload",
     "apply_lock",

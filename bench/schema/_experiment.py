@@ -226,6 +226,53 @@ class PromptSetSpec(StrictModel):
         return self
 
 
+def _unset(value: object) -> bool:
+    """Fields added after experiment/1 was first written are left out of the lock while unset,
+    so a lock of an experiment without them is written as before."""
+    return value is None
+
+
+class AccuracyTaskSpec(StrictModel):
+    """A small task with known answers, asked of every configuration at temperature 0 after
+    its timed levels (issue 48): a local JSONL file (``path`` relative to the experiment, with
+    its ``sha256``) or a pinned dataset, like a prompt set. Lines: ``{"id", "prompt" or
+    "messages", "answer"}``, or GSM8K's own ``{"question", "answer"}`` (answer ending in
+    ``#### N``) with ``scorer: gsm8k``. ``limit`` takes the first N lines (a pinned subset)."""
+
+    name: Name
+    path: str | None = Field(default=None, description="JSONL file, relative to the experiment")
+    sha256: str | None = Field(default=None, description="sha256 of the file's bytes")
+    dataset: DatasetPin | None = None
+    scorer: Literal["prefix", "gsm8k"] = Field(
+        description="prefix: the output begins with the answer; gsm8k: the last number of the "
+        "output equals the number after '#### ' (lm-eval's flexible-extract rule)"
+    )
+    max_tokens: OutputTokens = Field(description="each answer's max_tokens (it may stop sooner)")
+    limit: int | None = Field(default=None, ge=1, description="only the first N questions")
+    min_ratio: float = Field(
+        default=0.97,
+        gt=0,
+        le=1,
+        description="the gate: a configuration passes with at least this share of its "
+        "engine's baseline accuracy (MLPerf's 97%) and greedy-equal output",
+    )
+
+    @field_validator("sha256")
+    @classmethod
+    def _sha(cls, v: str | None) -> str | None:
+        if v is not None and not re.fullmatch(r"[0-9a-f]{64}", v):
+            raise ValueError("must be 64 lowercase hex digits")
+        return v
+
+    @model_validator(mode="after")
+    def _one_source(self) -> AccuracyTaskSpec:
+        if (self.path is None) == (self.dataset is None):
+            raise ValueError("give exactly one of 'path' (a local JSONL file) and 'dataset'")
+        if self.path is not None and self.sha256 is None:
+            raise ValueError("a local accuracy task needs its sha256 (sha256sum of the file)")
+        return self
+
+
 class WorkloadSpec(StrictModel):
     """The matched request workload; the seed's lmx speed-test settings."""
 
@@ -262,6 +309,12 @@ class WorkloadSpec(StrictModel):
         default=None,
         description="sent as chat_template_kwargs.enable_thinking (None: not sent, the "
         "template's default); recorded in every payload",
+    )
+
+    accuracy: AccuracyTaskSpec | None = Field(
+        default=None,
+        exclude_if=_unset,
+        description="a task with known answers asked of every configuration (the accuracy gate)",
     )
 
     @field_validator("concurrency")
@@ -342,6 +395,19 @@ class Configuration(StrictModel):
         "run invalid (default: a validity warning)",
     )
     notes: str | None = None
+    synthetic_control: bool | None = Field(
+        default=None,
+        exclude_if=_unset,
+        description="also run a SYNTHETIC ACCEPTANCE control of this speculative configuration: "
+        "<name>-synthetic, the same engine and flags with the engine's own knob forcing the "
+        "acceptance measured here (bench.engines expands it)",
+    )
+    synthetic_of: str | None = Field(
+        default=None,
+        exclude_if=_unset,
+        description="set by the expansion: the configuration whose measured acceptance this "
+        "control forces",
+    )
 
     @field_validator("method", mode="before")
     @classmethod
@@ -375,6 +441,8 @@ class Configuration(StrictModel):
             raise ValueError(f"spec_num_tokens is required for method {self.method}")
         if self.method == "NONE" and self.depth_sweep is not None:
             raise ValueError(f"depth_sweep: {self.name} has no speculation to sweep")
+        if self.method == "NONE" and (self.synthetic_control or self.synthetic_of):
+            raise ValueError(f"synthetic_control: {self.name} has no acceptance to force")
         if self.method in DRAFT_CHECKPOINT_METHODS and self.draft_model is None:
             raise ValueError(f"draft_model is required for method {self.method}")
         if self.method not in DRAFT_CHECKPOINT_METHODS and self.draft_model is not None:

@@ -33,6 +33,7 @@ from bench.core import (
     write_text,
 )
 from bench.schema._hardware import Hardware
+from bench.schema._speculation import AccuracyRecord, SpeculationMode, SyntheticAcceptance
 from bench.schema._telemetry import TelemetrySummary
 
 PAYLOAD_SCHEMA: Final = "specbench.payload/1"
@@ -538,6 +539,12 @@ class LaunchRecord(StrictModel):
         exclude_if=_absent,
         description="the engine package a local process ran (no image)",
     )
+    env: dict[str, str] | None = Field(
+        default=None,
+        exclude_if=_absent,
+        description="settings the server was started with by value (a SYNTHETIC ACCEPTANCE "
+        "control's engine knob); never a secret",
+    )
 
 
 class TopLogprob(StrictModel):
@@ -618,6 +625,21 @@ class Evidence(StrictModel):
         default_factory=list,
         exclude_if=_absent,
         description="per category of a prompt set (empty: synthetic)",
+    )
+    speculation: SpeculationMode | None = Field(
+        default=None,
+        exclude_if=_absent,
+        description="how the engine verified and sized its drafts (matrix runs only)",
+    )
+    synthetic: SyntheticAcceptance | None = Field(
+        default=None,
+        exclude_if=_absent,
+        description="a SYNTHETIC ACCEPTANCE control: the acceptance its engine was told to force",
+    )
+    accuracy: AccuracyRecord | None = Field(
+        default=None,
+        exclude_if=_absent,
+        description="the accuracy task answered after the timed levels (its lowest level only)",
     )
 
 

@@ -115,6 +115,28 @@ def category_prompts(
     return lines
 
 
+#: the accuracy task's questions (issue 48): ours, and any text would do (the chain's answer does
+#: not depend on the prompt)
+TASK_QUESTIONS = (
+    *SENTENCES,
+    "Which way does the road to the old mill turn after the bridge?",
+    "Name three things a lighthouse keeper checks before nightfall.",
+    "Why do bakers start work long before the shops open?",
+)
+
+
+def continuation_task(tok: Tokenizer, chain_next: dict[int, int], n: int) -> list[dict[str, Any]]:
+    """The engine tier's constructed exact-answer task (``{"id", "prompt", "answer"}`` lines):
+    the chain target's greedy answer to any prompt is its chain from the template's last token,
+    so each question's exact answer is the text of its first ``n`` tokens (the ``prefix``
+    scorer: a lossless configuration answers every question right)."""
+    _, out = chain_output(tok, chain_next, n)
+    answer = tok.decode(out, skip_special_tokens=True).strip()
+    return [
+        {"answer": answer, "id": f"chain-{i}", "prompt": q} for i, q in enumerate(TASK_QUESTIONS)
+    ]
+
+
 class NgramCounts(NamedTuple):
     """What n-gram prompt lookup proposes and the target accepts over a request."""
 

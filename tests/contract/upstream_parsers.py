@@ -118,6 +118,23 @@ def vllm_speculative_fields(root: Path) -> set[str]:
             os.environ["VLLM_TARGET_DEVICE"] = saved
 
 
+def vllm_length_to_rates(root: Path, lengths: list[tuple[float, int]]) -> list[list[float]]:
+    """Pinned vLLM's own ``SpeculativeConfig._acceptance_length_to_rates`` for each (mean
+    acceptance length, k): the schedule its synthetic rejection sampler forces."""
+    saved = os.environ.get("VLLM_TARGET_DEVICE")
+    os.environ["VLLM_TARGET_DEVICE"] = "cpu"
+    try:
+        with upstream_import_env(root, VLLM_STUBS, _vllm_presets()):
+            speculative = importlib.import_module("vllm.config.speculative")
+            fn = speculative.SpeculativeConfig._acceptance_length_to_rates
+            return [list(fn(length, k)) for length, k in lengths]
+    finally:
+        if saved is None:
+            os.environ.pop("VLLM_TARGET_DEVICE", None)
+        else:
+            os.environ["VLLM_TARGET_DEVICE"] = saved
+
+
 # -- the patch ------------------------------------------------------------------------------
 
 PATCH_FILE_RE = re.compile(r"^\+\+\+ b/(\S+)", re.MULTILINE)

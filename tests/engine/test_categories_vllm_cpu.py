@@ -7,7 +7,10 @@ every draft token, fresh gets no draft, partial rejects at most k tokens a reque
 counters of each category's windows, and the responses' own counts (vLLM's
 --per-request-spec-decode-metrics), must equal them exactly; the payloads record the chat
 template, thinking and sampling; the report has the per-category section with the speedups
-over the baseline. Two server starts, 32-token answers (about 70 s)."""
+over the baseline. Issue 48 on the same run: a third configuration, n-gram with vLLM's
+per-batch-size depth schedule (its counters, its ADAPTIVE DEPTH label from the flag and the
+engine's own log), and the accuracy task every configuration answers after its levels. Three
+server starts, 32-token answers (about 110 s)."""
 
 from __future__ import annotations
 
@@ -34,6 +37,8 @@ class CategoriesRun:
     payloads: dict[str, Payload]
     report: str
     expected: dict[str, cats.NgramCounts]  # per category, over its measured prompts
+    #: issue 48: the same for the per-batch-size schedule, which drafts k=2 at batch size 1
+    expected_dynamic: dict[str, cats.NgramCounts]
 
 
 @pytest.fixture(scope="module")
@@ -47,8 +52,11 @@ def categories_run(
         allow_unpinned=True, show_progress=False,
     )  # fmt: skip
     result = run_matrix(exp, opts)
-    assert [o.status for o in result.outcomes] == ["done", "done"], result.outcomes
-    payloads = {c: read_payload(out / "payloads" / f"{c}-c1.json") for c in ("baseline", "ngram")}
+    assert [o.status for o in result.outcomes] == ["done", "done", "done"], result.outcomes
+    payloads = {
+        c: read_payload(out / "payloads" / f"{c}-c1.json")
+        for c in ("baseline", "ngram", "ngram-dynamic")
+    }
     report = render_report(out).read_text()
     # the oracle: each category's measured prompts (c=1: the warmup takes the first, the
     # iterations the next ones in file order, wrapping around), their counts added up
@@ -58,16 +66,20 @@ def categories_run(
     _, answer = cats.chain_output(tok, tiny_models.chain_next, wl.max_tokens + 8)
     lines = [json.loads(x) for x in Path(EXPERIMENT).parent.joinpath(wl.prompt_set.path or "")
              .read_text(encoding="utf-8").splitlines()]  # fmt: skip
-    expected: dict[str, cats.NgramCounts] = {}
-    for cat in dict.fromkeys(x["category"] for x in lines):
-        pool = [x["prompt"] for x in lines if x["category"] == cat]
-        total = cats.NgramCounts(0, 0, 0)
-        for i in range(wl.iterations):
-            prompt = pool[(wl.warmup + i) % len(pool)]
-            one = cats.ngram_counts(cats.rendered_ids(tok, prompt), answer, wl.max_tokens, 3, 2, 4)
-            total = cats.NgramCounts(*(a + b for a, b in zip(total, one, strict=True)))
-        expected[cat] = total
-    return CategoriesRun(payloads, report, expected)
+
+    def expect(k: int) -> dict[str, cats.NgramCounts]:
+        expected: dict[str, cats.NgramCounts] = {}
+        for cat in dict.fromkeys(x["category"] for x in lines):
+            pool = [x["prompt"] for x in lines if x["category"] == cat]
+            total = cats.NgramCounts(0, 0, 0)
+            for i in range(wl.iterations):
+                ids = cats.rendered_ids(tok, pool[(wl.warmup + i) % len(pool)])
+                one = cats.ngram_counts(ids, answer, wl.max_tokens, k, 2, 4)
+                total = cats.NgramCounts(*(a + b for a, b in zip(total, one, strict=True)))
+            expected[cat] = total
+        return expected
+
+    return CategoriesRun(payloads, report, expect(3), expect(2))
 
 
 def test_each_categorys_counters_are_what_the_construction_implies(
@@ -111,14 +123,63 @@ def test_the_report_has_the_category_section_with_the_speedups(
     text = categories_run.report
     section = text.split("## Acceptance and speedup by prompt category", 1)[1].split("\n## ")[0]
     assert "tiny-chain-categories@" in section and "SIMULATED" not in section
-    row = next(ln for ln in section.splitlines() if ln.startswith("| vLLM + n-gram | 1 |"))
+    # two n-gram configurations (issue 48's ngram-dynamic): the report names each
+    row = next(ln for ln in section.splitlines() if ln.startswith("| vLLM + n-gram (ngram) | 1 |"))
     exp = categories_run.expected
     part = 100 * exp["partial"].accepted / exp["partial"].draft_tokens
     assert "| 100.00% (per request 100.00%) |" in row and "| no drafts proposed |" in row
     assert f"| {part:.2f}% (per request {part:.2f}%) |" in row
-    cells = [ln.split(" | ") for ln in section.splitlines() if ln.startswith("| vLLM + n-gram |")]
+    cells = [
+        ln.split(" | ") for ln in section.splitlines() if ln.startswith("| vLLM + n-gram (ngram) |")
+    ]
     speedups = [c for c in cells if c[2] in exp]
     assert [c[2] for c in speedups] == ["copy", "fresh", "partial"]  # one row each, vs baseline
-    assert "checked against the counters in 3 category window(s)" in section
+    assert "checked against the counters in 6 category window(s)" in section  # both n-gram
     assert "agreed in every one" in section
     assert all(c[4].endswith(")") and "x (" in c[4] for c in speedups)  # ratio and its CI
+
+
+# --- issue 48 on the real engine: a depth it chooses itself, and the accuracy gate -----------
+
+
+def test_a_depth_the_engine_chooses_is_counted_named_and_left_out(
+    categories_run: CategoriesRun,
+) -> None:
+    """vLLM's per-batch-size schedule drafts 2 tokens at batch size 1 (num_speculative_tokens
+    3): each category's counters are the k=2 construction's, exactly; the payload says ADAPTIVE
+    DEPTH from the flag and from vLLM's own "non-default args" line; the report names it."""
+    p = categories_run.payloads["ngram-dynamic"]
+    assert p.evidence.validity.valid, p.evidence.validity.reasons
+    got = {c.category: c.acceptance for c in p.evidence.categories}
+    for cat, want in categories_run.expected_dynamic.items():
+        acc = got[cat]
+        assert acc is not None and (acc.drafts, acc.draft_tokens, acc.accepted_tokens) == want, cat
+        assert acc.draft_tokens == 2 * acc.drafts and acc.accepted_per_position[2:] == [0], cat
+    assert categories_run.expected_dynamic != categories_run.expected  # k=3 would differ
+    mode = p.evidence.speculation
+    assert mode is not None and (mode.lossless, mode.fixed_depth) == (True, False)
+    assert mode.labels == ["ADAPTIVE DEPTH"]
+    assert any("num_speculative_tokens_per_batch_size" in c for c in mode.from_config)
+    assert any("'num_speculative_tokens_per_batch_size': [[1, 1, 2]" in x for x in mode.from_log)
+    fixed = categories_run.payloads["ngram"].evidence.speculation
+    assert fixed is not None and (fixed.fixed_depth, fixed.labels) == (True, [])
+    text = categories_run.report
+    methods = text.split("## Methods that are not fixed-k lossless", 1)[1].split("\n## ", 1)[0]
+    assert "| ngram-dynamic | vLLM | n-gram | ADAPTIVE DEPTH |" in methods
+    profile = text.split("## Acceptance length both ways", 1)[1].split("\n## ", 1)[0]
+    assert "| ngram-dynamic (ADAPTIVE DEPTH) | 1 | 3 | 2.00 |" in profile
+
+
+def test_every_configuration_answers_the_accuracy_task(categories_run: CategoriesRun) -> None:
+    """The chain's exact answer to each question is known (bench/tinymodel/_categories.py):
+    every configuration answers all of them, its outputs are the baseline's, the gate passes."""
+    for name, p in categories_run.payloads.items():
+        acc = p.evidence.accuracy
+        assert acc is not None and acc.task == "tiny-chain-continuation", name
+        assert [i.correct for i in acc.items] == [True] * 6, (name, acc.items)
+        assert {i.completion_tokens for i in acc.items} == {12}, name
+    gate = categories_run.report.split("## Accuracy gate", 1)[1].split("\n## ", 1)[0]
+    for name in ("ngram", "ngram-dynamic"):
+        row = next(x for x in gate.splitlines() if x.startswith(f"| {name} "))
+        assert "| 6 of 6 | 100.0 % |" in row and "all 6 answers identical" in row, row
+        assert row.endswith("| PASS |"), row

@@ -6,6 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import yaml
 from report_factory import seed_matrix, write_artifacts
 
 from bench.schema import ValidityReason
@@ -60,6 +61,12 @@ def test_publish_and_verify_bundle(tmp_path: Path) -> None:
     res = cli("publish", str(art), "--out", str(bundle), "--tarball")
     assert res.returncode == 0, res.stderr
     assert (bundle / "REPORT.md").is_file() and (bundle / "artifacts" / "SHA256SUMS").is_file()
+    # issue 48: the bundle says how to cite it (CFF 1.2.0's required keys), listed in the sums
+    cff = yaml.safe_load((bundle / "CITATION.cff").read_text(encoding="utf-8"))
+    assert cff["cff-version"] == "1.2.0" and cff["type"] == "dataset"
+    assert {"message", "title", "authors"} <= set(cff) and cff["authors"][0]["name"]
+    assert cff["version"] in cff["title"] and cff["version"].startswith("test-")
+    assert "CITATION.cff" in (bundle / "SHA256SUMS").read_text(encoding="utf-8")
     assert cli("verify-bundle", str(bundle)).returncode == 0
     tar = tmp_path / "bundle.tar.gz"
     ok = cli("verify-bundle", str(tar))

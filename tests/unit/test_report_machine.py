@@ -218,7 +218,13 @@ def test_charts_are_redrawn_only_when_their_data_changes(art: Path, tmp_path: Pa
     # deleted, whatever its name: only specbench's own stale charts are (issue 42)
     assert (out / "decode.png").read_bytes() == b"\x89PNG from an older specbench"
     svgs = {p.name: p.stat().st_mtime_ns for p in out.glob("*.svg")}
-    assert set(svgs) == {"decode.svg", "ttft.svg", "concurrency.svg", "acceptance.svg"}
+    assert set(svgs) == {
+        "decode.svg",
+        "ttft.svg",
+        "concurrency.svg",
+        "acceptance.svg",
+        "frontier.svg",
+    }
     render_report(art, out)
     assert {p.name: p.stat().st_mtime_ns for p in out.glob("*.svg")} == svgs
     # A changed figure redraws the charts showing it; the acceptance chart is untouched.

@@ -18,9 +18,21 @@ from pathlib import Path
 import pytest
 from report_factory import Spec, depth_lock, jitter, lock_for, seed_matrix, write_artifacts
 
-from bench.engines import load_experiment
+from bench.demo import demo_document
+from bench.engines import load_experiment, parse_experiment
 from bench.report import render_report
-from bench.schema import Experiment, RunLock, ValidityReason
+from bench.schema import (
+    PLAN_FILE,
+    AccuracyItem,
+    AccuracyRecord,
+    Experiment,
+    PlanEstimate,
+    PlanRecord,
+    RunLock,
+    SpeculationMode,
+    SyntheticAcceptance,
+    ValidityReason,
+)
 
 pytestmark = pytest.mark.unit
 
@@ -148,18 +160,131 @@ def depth_sweep() -> tuple[list[Spec], str]:
     return specs, depth_lock(specs)
 
 
+def _answers(n: int, wrong: int = 0, differ: int = 0) -> AccuracyRecord:
+    """``n`` answers of the emulator's task: the last ``wrong`` wrong (another output), the
+    ``differ`` before them right but worded otherwise (another output)."""
+    items = []
+    for i in range(n):
+        bad, other = i >= n - wrong, n - wrong - differ <= i < n - wrong
+        items.append(
+            AccuracyItem(
+                id=f"e{i + 1:02d}",
+                expected="w0 w1 w2",
+                got="d2 d3" if bad else "w0 w1 w2",
+                correct=not bad,
+                completion_tokens=8,
+                output_sha256=("b" if bad else "c" if other else "a") * 64,
+            )
+        )
+    return AccuracyRecord(
+        task="emulator-continuation",
+        sha256="e" * 64,
+        source="bench/prompts/emulator-continuation.jsonl",
+        scorer="prefix",
+        max_tokens=8,
+        concurrency=1,
+        items=items,
+    )
+
+
+def beyond_fixed_k() -> tuple[list[Spec], str]:
+    """Issue 48: the demo's experiment (the seed's with a SYNTHETIC ACCEPTANCE control of vLLM
+    DFlash, vLLM MTP with FLy's lossy verification, SGLang DFlash with adaptive depth and an
+    accuracy task), each with the records the matrix writes; figures chosen by hand (the
+    golden's expected overhead at c=1: speedups 100/40 = 2.5 and 95/40 = 2.375, step cost
+    2.95/2.375 = 1.242, real/control 1.053)."""
+    exp = parse_experiment(demo_document(), "demo")
+    lossless = SpeculationMode(verification="standard", lossless=True, fixed_depth=True)
+    fly = SpeculationMode(
+        verification="fly",
+        lossless=False,
+        fixed_depth=True,
+        labels=["LOSSY VERIFICATION"],
+        from_config=['--speculative-config rejection_sample_method: "fly"'],
+        from_log=[
+            "WARNING [speculative.py:2031] FLy verification is a lossy speculative decoding method"
+        ],
+    )
+    adaptive = SpeculationMode(
+        verification="standard",
+        lossless=True,
+        fixed_depth=False,
+        labels=["ADAPTIVE DEPTH"],
+        from_config=["--speculative-adaptive"],
+        from_log=["server_args={... 'speculative_adaptive': True ...}"],
+    )
+    synthetic = SpeculationMode(
+        verification="synthetic", lossless=False, fixed_depth=True, labels=["SYNTHETIC ACCEPTANCE"]
+    )
+    forced = SyntheticAcceptance(
+        of="vllm-dflash",
+        acceptance_length=3.0,
+        rates=[0.8, 0.6, 0.4, 0.2],
+        knob='--speculative-config {"rejection_sample_method":"synthetic"}',
+        source="vllm-dflash-c1.json, vllm-dflash-c4.json: 400 accepted over 200 drafts",
+    )
+    base = SpeculationMode(verification="none", lossless=True, fixed_depth=True)
+    specs = [
+        Spec("vllm-dflash", "vllm", "DFLASH", jitter(100.0), jitter(70.0), draft_model="d",
+             acceptance=(100, 400, 200), accepted_per_position=(80, 60, 40, 20),
+             speculation=lossless, accuracy=_answers(12)),
+        Spec("vllm-dflash", "vllm", "DFLASH", jitter(90.0), jitter(90.0), concurrency=4,
+             draft_model="d", acceptance=(100, 400, 200), accepted_per_position=(80, 60, 40, 20),
+             speculation=lossless),
+        Spec("vllm-dflash-synthetic", "vllm", "DFLASH", jitter(95.0), jitter(70.0),
+             draft_model="d", acceptance=(100, 400, 195), accepted_per_position=(80, 58, 38, 19),
+             speculation=synthetic, synthetic=forced, accuracy=_answers(12, wrong=1)),
+        Spec("vllm-dflash-synthetic", "vllm", "DFLASH", jitter(86.0), jitter(90.0),
+             concurrency=4, draft_model="d", acceptance=(100, 400, 330),
+             accepted_per_position=(100, 100, 80, 50), speculation=synthetic, synthetic=forced),
+        Spec("vllm-mtp", "vllm", "MTP", jitter(70.0), jitter(69.0), acceptance=(100, 200, 150),
+             accepted_per_position=(85, 65), request_counts=[(30, 60), (70, 90)],
+             speculation=lossless, accuracy=_answers(12, differ=1)),
+        Spec("vllm-mtp-fly", "vllm", "MTP", jitter(75.0), jitter(69.0),
+             acceptance=(100, 200, 170), accepted_per_position=(90, 80), speculation=fly,
+             accuracy=_answers(12, wrong=2)),
+        Spec("sglang-dflash", "sglang", "DFLASH", jitter(85.0), jitter(66.0), draft_model="d",
+             acceptance=(100, 400, 180), speculation=lossless, accuracy=_answers(12)),
+        Spec("sglang-dflash-adaptive", "sglang", "DFLASH", jitter(80.0), jitter(66.0),
+             draft_model="d", acceptance=(100, 300, 150), speculation=adaptive,
+             accuracy=_answers(12)),
+        Spec("vllm-baseline", "vllm", "NONE", jitter(40.0), jitter(60.0), speculation=base,
+             accuracy=_answers(12)),
+        Spec("vllm-baseline", "vllm", "NONE", jitter(35.0), jitter(80.0), concurrency=4,
+             speculation=base),
+        Spec("sglang-baseline", "sglang", "NONE", jitter(38.0), jitter(58.0), speculation=base,
+             accuracy=_answers(12)),
+    ]  # fmt: skip
+    return specs, _lock(exp, specs)
+
+
+def _plan(root: Path, lock: str) -> None:
+    """plan.json as the matrix writes it: 95 s to start each server, 60 s to measure it."""
+    exp = RunLock.model_validate_json(lock).experiment
+    record = PlanRecord(
+        experiment="bench/experiments/demo.yaml",
+        basis="ESTIMATE from the emulator profiles",
+        estimates=[PlanEstimate(name=c.name, start_s=95.0, measure_s=60.0)
+                   for c in exp.configurations],
+    )  # fmt: skip
+    (root / PLAN_FILE).write_text(record.model_dump_json(indent=2) + "\n", encoding="utf-8")
+
+
 SHAPES: dict[str, Callable[[], tuple[list[Spec], str]]] = {
     "seed-2x2": seed_2x2,
     "one-engine-three-methods": one_engine_three_methods,
     "same-engine-and-method": same_engine_and_method,
     "single-configuration": single_configuration,
     "depth-sweep": depth_sweep,
+    "beyond-fixed-k": beyond_fixed_k,
 }
 
 
 def render_shape(name: str, root: Path) -> tuple[str, Path]:
     specs, lock = SHAPES[name]()
     art = write_artifacts(root / "art", specs, lock=lock)
+    if name == "beyond-fixed-k":
+        _plan(art, lock)
     path = render_report(art, root / "out")
     # file digests follow the payload schema, not the report: a golden names them by place
     text = re.sub(r"\b[0-9a-f]{64}\b", "<sha256>", path.read_text(encoding="utf-8"))

@@ -21,6 +21,7 @@ from bench.tinymodel import _categories as cats
 REPO = Path(__file__).resolve().parents[2]
 EXPERIMENT = REPO / "bench" / "experiments" / "tiny-vllm-cpu-categories.yaml"
 PROMPTS = REPO / "bench" / "prompts" / "tiny-chain-categories.jsonl"
+TASK = REPO / "bench" / "prompts" / "tiny-chain-continuation.jsonl"
 
 pytestmark = pytest.mark.unit
 
@@ -45,6 +46,21 @@ def test_the_committed_prompt_set_is_what_the_script_makes_and_the_experiment_pi
     exp = load_experiment(EXPERIMENT)
     assert exp.workload.prompt_set is not None
     assert exp.workload.prompt_set.sha256 == hashlib.sha256(text.encode()).hexdigest()
+    # issue 48: the accuracy task, each answer the chain's first max_tokens tokens
+    task = script.build_task()
+    assert TASK.read_text(encoding="utf-8") == task
+    assert exp.workload.accuracy is not None
+    assert exp.workload.accuracy.sha256 == hashlib.sha256(task.encode()).hexdigest()
+
+
+def test_the_accuracy_tasks_answer_is_the_chains_text(tok: Tokenizer, made: TinyModels) -> None:
+    _, out = cats.chain_output(tok, made.chain_next, 12)
+    lines = [json.loads(x) for x in TASK.read_text(encoding="utf-8").splitlines()]
+    # the chain of seed 0 from the template's last token: Ġdown Ġfrom Ġan im Ġweight 95 ich
+    # know Ġto Ġl these Ġbut (Ġ: a leading space), decoded
+    assert {x["answer"] for x in lines} == {"down from anim weight95ichknow to lthese but"}
+    assert tok.decode(out, skip_special_tokens=True).strip() == lines[0]["answer"]
+    assert len({x["prompt"] for x in lines}) == len(lines) == 6
 
 
 def counts(tok: Tokenizer, made: TinyModels) -> dict[str, list[cats.NgramCounts]]:
