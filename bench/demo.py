@@ -22,7 +22,14 @@ from typing import Any
 
 import yaml
 
-from bench.core import InputError, ensure_dir, read_json_model, remove_tree, write_text
+from bench.core import (
+    InputError,
+    ensure_dir,
+    read_json_model,
+    read_yaml,
+    remove_tree,
+    write_text,
+)
 from bench.engines import load_experiment
 from bench.matrix import MatrixOptions, MatrixResult, run_matrix
 from bench.report import render_report
@@ -81,7 +88,7 @@ def _levels(levels: list[int]) -> str:
 
 def demo_document(workload: dict[str, Any] | None = None) -> dict[str, Any]:
     """The seed experiment's YAML document with the demo's workload (``{}``: the seed's)."""
-    doc: dict[str, Any] = yaml.safe_load(DEMO_EXPERIMENT.read_text())
+    doc: dict[str, Any] = read_yaml(DEMO_EXPERIMENT, what="experiment file")
     doc["workload"] = {**doc["workload"], **(DEMO_WORKLOAD if workload is None else workload)}
     return doc
 
@@ -130,7 +137,7 @@ def run_demo(
 def categories_document(workload: dict[str, Any] | None = None) -> dict[str, Any]:
     """The categories experiment's document with the demo's workload; its prompt set's path
     made absolute (the document is written elsewhere)."""
-    doc: dict[str, Any] = yaml.safe_load(CATEGORIES_EXPERIMENT.read_text())
+    doc: dict[str, Any] = read_yaml(CATEGORIES_EXPERIMENT, what="experiment file")
     ps = dict(doc["workload"]["prompt_set"])
     ps["path"] = str((CATEGORIES_EXPERIMENT.parent / ps["path"]).resolve())
     extra = CATEGORIES_WORKLOAD if workload is None else workload

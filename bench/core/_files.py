@@ -19,7 +19,6 @@
 from __future__ import annotations
 
 import errno
-import hashlib
 import os
 import secrets
 import shutil
@@ -181,14 +180,6 @@ def remove_tree(path: Path, *, root: Path) -> None:
             shutil.rmtree(here)
         except OSError as err:
             raise WriteError(path, err) from None
-
-
-def sha256_file(path: Path) -> str:
-    h = hashlib.sha256()
-    with path.open("rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 def ensure_dir(path: Path, where: str) -> Path:

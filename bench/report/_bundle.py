@@ -21,6 +21,7 @@ from bench.core import (
     check_output_file,
     links_inside,
     made_dirs,
+    read_bytes,
     read_text,
     remove_file,
     sha256_file,
@@ -28,9 +29,8 @@ from bench.core import (
     write_text,
 )
 from bench.report._render import load_runset, render_report
-from bench.schema import read_payload
+from bench.schema import SUMS, read_payload, read_sums, sums_text
 
-SUMS = "SHA256SUMS"
 ARTIFACTS = "artifacts"
 
 
@@ -51,12 +51,12 @@ def linked_files(markdown: str) -> list[str]:
 
 
 def _write_sums(root: Path) -> None:
-    lines = [
-        f"{sha256_file(f)}  {f.relative_to(root).as_posix()}"
+    listed = {
+        f.relative_to(root).as_posix(): sha256_file(f)
         for f in sorted(root.rglob("*"))
         if f.is_file() and f.relative_to(root).as_posix() != SUMS
-    ]
-    write_text(root / SUMS, "\n".join(lines) + "\n", root=root)
+    }
+    write_text(root / SUMS, sums_text(listed), root=root)
 
 
 def _tarball(root: Path, dest: Path, name: str) -> None:
@@ -71,8 +71,7 @@ def _tarball(root: Path, dest: Path, name: str) -> None:
             info.size = f.stat().st_size
             info.mtime = 0
             info.mode = 0o644
-            with f.open("rb") as fh:
-                tar.addfile(info, fh)
+            tar.addfile(info, io.BytesIO(read_bytes(f, what="bundle file", max_bytes=info.size)))
     write_bytes(dest, buf.getvalue())
 
 
@@ -205,18 +204,28 @@ def verify_bundle(path: Path) -> list[str]:
     return _verify_dir(path)
 
 
+def _check_links(root: Path, report: Path) -> list[str]:
+    """Every file REPORT.md links is in the bundle (a REPORT.md that is not text: one problem)."""
+    try:
+        text = read_text(report, what="REPORT.md")
+    except InputError as err:
+        return [f"REPORT.md: {err.reason}"]
+    return [
+        f"REPORT.md links {target!r}, which is missing"
+        for target in linked_files(text)
+        if not (root / target).is_file()
+    ]
+
+
 def _verify_dir(root: Path) -> list[str]:
     problems: list[str] = []
     sums = root / SUMS
     if not sums.is_file():
         return [f"{SUMS} missing"]
-    listed: dict[str, str] = {}
-    for line in read_text(sums, what=SUMS).splitlines():
-        parts = line.split(maxsplit=1)
-        if len(parts) != 2:
-            problems.append(f"{SUMS}: malformed line {line!r}")
-            continue
-        listed[parts[1]] = parts[0]
+    try:
+        listed = read_sums(sums)
+    except InputError as err:
+        return [f"{err.where.removeprefix(str(root) + '/')}: {err.reason}"]
     present = {
         f.relative_to(root).as_posix()
         for f in root.rglob("*")
@@ -233,9 +242,7 @@ def _verify_dir(root: Path) -> list[str]:
     if not report.is_file():
         problems.append("REPORT.md missing")
     else:
-        for target in linked_files(report.read_text(encoding="utf-8")):
-            if not (root / target).is_file():
-                problems.append(f"REPORT.md links {target!r}, which is missing")
+        problems += _check_links(root, report)
     payloads = sorted((root / ARTIFACTS / "payloads").glob("*.json"))
     if not payloads:
         problems.append("no artifacts/payloads/*.json")

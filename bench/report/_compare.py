@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from bench.core import InputError, StrictModel
+from bench.core import InputError, StrictModel, exists, read_bytes
 from bench.report._claims import Comparison, Family, claim_key, compare, raw_p
 from bench.report._load import load_artifacts
 from bench.report._model import RunSet, RunView
@@ -96,8 +96,8 @@ def refuse_the_same_run_twice(dirs: Sequence[Path]) -> None:
             raise InputError(str(d), f"the same run folder as {seen[art]}: nothing to compare")
         seen[art] = d
         status = art / "status.json"
-        if status.is_file():
-            raw = status.read_bytes()
+        if exists(status):
+            raw = read_bytes(status, what="status.json")
             if raw in statuses:
                 copy = (
                     f"a copy of the run in {statuses[raw]} (same status.json): nothing to compare"

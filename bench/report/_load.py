@@ -15,7 +15,15 @@ import re
 from pathlib import Path
 from typing import Any
 
-from bench.core import InputError, Summary, read_json, read_json_model, sha256_file
+from bench.core import (
+    InputError,
+    Summary,
+    exists,
+    read_head,
+    read_json_model,
+    read_optional_json,
+    sha256_file,
+)
 from bench.report._folder import Read, check_one_run, refuse_foreign_schema, stem_parts
 from bench.report._machine import (
     cpu_kernel_table,
@@ -50,11 +58,14 @@ from bench.schema import (
     SuiteRecord,
     check_payload,
     read_payload,
+    read_sums,
 )
 
 _STEM = re.compile(r"^(?P<config>.+)-c(?P<c>\d+)(?:\.(?P<attempt>[A-Za-z0-9_-]+))?$")
 _LOG_HINT = re.compile(r"(?i)\b(error|warn(ing)?|skip(ping|ped)?|not found|traceback|fail(ed)?)\b")
 MAX_LOG_LINES = 12
+#: how much of a server log the report reads (the load lines it quotes come first)
+MAX_LOG_BYTES = 64 * 1024 * 1024
 
 
 def _figure(s: Summary | None, samples: list[float]) -> Figure:
@@ -196,10 +207,12 @@ def category_views(p: Payload) -> tuple[CategoryView, ...]:
 
 
 def _read_json(path: Path) -> dict[str, Any] | None:
-    if not path.is_file():
-        return None
-    data = read_json(path)
-    return data if isinstance(data, dict) else None
+    """An optional JSON artifact: None when absent; a folder or a FIFO in its place, or a file
+    that is not a JSON object, is refused (exit 2, the file named), never taken for absent."""
+    data = read_optional_json(path)
+    if data is not None and not isinstance(data, dict):
+        raise InputError(str(path), "not a JSON object")
+    return data
 
 
 def hardware_lines(hw: Hardware) -> tuple[str, ...]:
@@ -229,13 +242,7 @@ def hardware_lines(hw: Hardware) -> tuple[str, ...]:
 
 
 def _sums(path: Path) -> dict[str, str]:
-    out: dict[str, str] = {}
-    if path.is_file():
-        for line in path.read_text(encoding="utf-8").splitlines():
-            parts = line.strip().split(maxsplit=1)
-            if len(parts) == 2:
-                out[parts[1].lstrip("*")] = parts[0].lower()
-    return out
+    return read_sums(path) if exists(path) else {}
 
 
 def _experiment_infos(exp: Experiment) -> tuple[ConfigInfo, ...]:
@@ -369,7 +376,8 @@ def load_artifacts(artifacts_dir: Path) -> RunSet:
         raise InputError(str(d), "no payloads/*.json: not a specbench artifacts folder")
     logs: dict[str, list[str]] = {}
     for lf in sorted((d / "logs").glob("*.log")) if (d / "logs").is_dir() else []:
-        logs[lf.stem] = lf.read_text(encoding="utf-8", errors="replace").splitlines()
+        head = read_head(lf, MAX_LOG_BYTES, what="server log")
+        logs[lf.stem] = head.decode("utf-8", errors="replace").splitlines()
     lock = _read_lock(d)
     exp = lock.experiment if lock is not None else None
     runs: list[RunView] = []
@@ -411,8 +419,8 @@ def load_artifacts(artifacts_dir: Path) -> RunSet:
             r.attempt or "",
         )
     )
-    hw_data = _read_json(d / "hardware.json")
-    hw = Hardware.model_validate(hw_data) if hw_data else payloads[0].hardware
+    hw_path = d / "hardware.json"
+    hw = read_json_model(hw_path, Hardware) if exists(hw_path) else payloads[0].hardware
     prov = _read_json(d / "provenance.json")
     files: list[FileEntry] = []
     for f in sorted(p for p in d.rglob("*") if p.is_file() and p.name != "SHA256SUMS"):
@@ -487,7 +495,7 @@ SUITE_RECORD = "upstream/sglang-suite.json"
 def read_suite(path: Path) -> SuiteView | None:
     """The upstream-suite record if the artifacts carry one (a SuiteRecord); a record that does
     not validate stops the report with exit 2 and the field."""
-    if not path.is_file():
+    if not exists(path):
         return None
     rec = read_json_model(path, SuiteRecord)
     return SuiteView(
@@ -511,13 +519,13 @@ def _read_lock(d: Path) -> RunLock | None:
     """experiment.lock.json as the matrix wrote it; None for a folder without one (payloads
     from ``specbench run``). A lock that does not validate stops the report (exit 2)."""
     path = d / LOCK_FILE
-    return read_json_model(path, RunLock) if path.is_file() else None
+    return read_json_model(path, RunLock) if exists(path) else None
 
 
 def _read_status(d: Path) -> RunStatus | None:
     """status.json as the matrix wrote it; one that does not validate stops the report."""
     path = d / STATUS_FILE
-    return read_json_model(path, RunStatus) if path.is_file() else None
+    return read_json_model(path, RunStatus) if exists(path) else None
 
 
 #: the verdict of a file SHA256SUMS lists that the folder no longer holds

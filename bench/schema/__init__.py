@@ -63,6 +63,7 @@ from bench.schema._pins import (
     PinsLock,
     PinSource,
     apply_lock,
+    check_host,
     lock_path_for,
     locked,
     read_lock,
@@ -89,6 +90,7 @@ from bench.schema._suite import (
     SuiteTest,
     UpstreamSelection,
 )
+from bench.schema._sums import SUMS, parse_sums, read_sums, sums_text
 from bench.schema._telemetry import (
     THROTTLE_MASK,
     GpuSample,
@@ -105,6 +107,7 @@ __all__ = [
     "PAYLOAD_SCHEMA",
     "PINS_SCHEMA",
     "STATUS_FILE",
+    "SUMS",
     "THROTTLE_MASK",
     "UNRESOLVED",
     "WEIGHTS_FILE",
@@ -172,6 +175,7 @@ __all__ = [
     "WeightsFile",
     "Workload",
     "apply_lock",
+    "check_host",
     "check_payload",
     "check_payload_file",
     "decode_reasons",
@@ -180,11 +184,14 @@ __all__ = [
     "lock_path_for",
     "locked",
     "parse_experiment_document",
+    "parse_sums",
     "payload_json_schema",
     "read_experiment_document",
     "read_lock",
     "read_payload",
+    "read_sums",
     "record_pins",
+    "sums_text",
     "write_lock",
     "write_payload",
 ]

@@ -175,6 +175,14 @@ class ModelPin(StrictModel):
     mtp_head_bytes: ByteEstimate | None = None
     kv_bytes_per_token: ByteEstimate | None = None
 
+    @field_validator("path")
+    @classmethod
+    def _a_folder_below_models(cls, v: str) -> str:
+        # '/models/..' matches the pattern and is the folder above every model
+        if v.removeprefix("/models/") in (".", ".."):
+            raise ValueError("must name a folder inside /models, not '.' or '..'")
+        return v
+
     @property
     def dirname(self) -> str:
         return self.path.removeprefix("/models/")

@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy.typing as npt
 
-from bench.core import InputError, ensure_dir, write_bytes
+from bench.core import InputError, ensure_dir, parse_json, write_bytes
 from bench.tinymodel._chain import (
     F32,
     MIN_MARGIN,
@@ -151,7 +151,7 @@ def _write_gptq_mtp35(
     same tensors."""
     vocab_size, embedding, head = chain
     made = gptq_qwen35_weights(spec, vocab_size, embedding, head, options)
-    config = json.loads(texts["config.json"])
+    config = parse_json(texts["config.json"], "config.json")
     out: dict[str, _Planned] = {}
     for key, folder, mtprule in (
         ("mtp35_gptq", "mtp35-gptq", False),

@@ -85,7 +85,7 @@ def _pins(tmp: Path, lock: dict[str, Any] | None = None, host: str = "gpu1") -> 
         path.write_text(yaml.safe_dump({"experiment": "qwen38-27b-gptq-2x3090", **lock}))
     r = subprocess.run(
         [sys.executable, "-m", "bench", "pins", "show", str(EXPERIMENT), "--host", host,
-         "--lock", str(path), "--document", "-", "--json"],
+         "--lock", str(path), "--lock-may-be-new", "--document", "-", "--json"],
         input=json.dumps(yaml.safe_load(EXPERIMENT.read_text())),
         capture_output=True, text=True, timeout=60, check=True,
     )  # fmt: skip
