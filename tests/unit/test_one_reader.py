@@ -17,9 +17,11 @@ from pathlib import Path
 
 import pytest
 
+import bench
+
 pytestmark = pytest.mark.unit
 
-BENCH = Path(__file__).resolve().parents[2] / "bench"
+BENCH = Path(bench.__file__).resolve().parent  # the package under test, wherever it is
 LAYER = {"core/_read.py"}
 
 #: attribute calls that read (or open for reading) whatever object they are called on
