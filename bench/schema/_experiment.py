@@ -188,6 +188,29 @@ class ModelPin(StrictModel):
         return self.path.removeprefix("/models/")
 
 
+def inside_dataset(v: str) -> str:
+    """A dataset's file as a relative path inside the dataset (issue 47, class 6): it becomes
+    ``<models_dir>/datasets/<name>/<file>`` on the GPU host and in the matrix, so '..', an
+    absolute path, an empty part, a backslash or a control character is refused wherever the
+    field is read (plan, pins show and record, the models stage, the matrix)."""
+    parts = v.split("/")
+    if (
+        v.startswith("/")
+        or any(p in ("", ".", "..") for p in parts)
+        or any(c == "\\" or ord(c) < 32 or ord(c) == 127 for c in v)
+    ):
+        raise ValueError(f"{v!r} must be a path inside the dataset")
+    return v
+
+
+#: a file of a dataset repository, as a path inside it
+DatasetFile = Annotated[
+    str,
+    Field(min_length=1, description="the JSONL file inside the dataset repository"),
+    AfterValidator(inside_dataset),
+]
+
+
 class DatasetPin(StrictModel):
     """A prompt set from a dataset on the Hugging Face hub, pinned like weights: the GPU host
     fetches ``file`` of ``hf_id`` at ``revision`` and checks its sha256 (the pins lock records
@@ -196,7 +219,7 @@ class DatasetPin(StrictModel):
 
     hf_id: str = Field(pattern=r"^[\w.-]+/[\w.-]+$")
     revision: Revision
-    file: str = Field(min_length=1, description="the JSONL file inside the dataset repository")
+    file: DatasetFile
     sha256: str = Field(description="sha256 of that file, or 'unresolved'")
 
     @field_validator("sha256")

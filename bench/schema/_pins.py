@@ -39,7 +39,7 @@ from bench.core import (
     read_text,
     write_text,
 )
-from bench.schema._experiment import UNRESOLVED, Experiment
+from bench.schema._experiment import UNRESOLVED, DatasetFile, Experiment
 
 PINS_SCHEMA: Final = "specbench.pins/1"
 
@@ -115,7 +115,7 @@ class DatasetLock(ModelLock):
     """What a run resolved for a dataset prompt set (issue 37), like a model's weights: the
     commit its branch pointed at and the sha256 of the prompt file at that commit."""
 
-    file: str
+    file: DatasetFile
     sha256: str
 
     @field_validator("sha256")
