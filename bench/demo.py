@@ -151,10 +151,11 @@ def run_categories_demo(
     time_scale: float = DEMO_TIME_SCALE,
     show_progress: bool = True,
     workload: dict[str, Any] | None = None,
+    only: list[str] | None = None,
 ) -> tuple[MatrixResult, Path]:
     """The categories experiment on the emulator into ``out`` (artifacts in ``out/artifacts``):
     its report has the per-category section (SIMULATED). ``workload`` replaces
-    CATEGORIES_WORKLOAD (``{}``: the experiment's own)."""
+    CATEGORIES_WORKLOAD (``{}``: the experiment's own); ``only`` names configurations."""
     artifacts = out / "artifacts"
     _check_demo_out(out, artifacts)
     ensure_dir(out, "--out")
@@ -169,6 +170,7 @@ def run_categories_demo(
     exp = load_experiment(exp_path)
     opts = MatrixOptions(
         out=artifacts,
+        only=only or [],
         launcher="process",
         emulate=True,
         time_scale=time_scale,

@@ -28,8 +28,9 @@ from bench.core import (
     write_bytes,
     write_text,
 )
+from bench.report._model import RunSet
 from bench.report._render import load_runset, render_report
-from bench.schema import SUMS, read_payload, read_sums, sums_text
+from bench.schema import SUMS, check_payload, read_payload, read_sums, sums_text
 
 ARTIFACTS = "artifacts"
 
@@ -105,19 +106,13 @@ def publish(artifacts_dir: Path, out_dir: Path, tarball: bool = False) -> Path:
         )
     if not any(r.valid for r in rs.runs):
         raise InputError(str(artifacts_dir), "refusing to publish: no payload is valid")
-    bad = [
-        f.path
-        for f in rs.files
-        if "MISMATCH" in f.verdict or "FAILS" in f.verdict or "MISSING" in f.verdict
-    ]
-    if bad:
-        raise InputError(str(artifacts_dir), f"refusing to publish: {', '.join(bad)} failed checks")
     links = links_inside(artifacts_dir)
     if links:
         # copied as it stands, a link would publish whatever it points at
         raise InputError(
             str(links[0]), "refusing to publish: a symbolic link in the run folder (copy the file)"
         )
+    _refuse_untrusted(rs, artifacts_dir)
     # every output checked before the first write: a new or empty folder apart from the run,
     # and a tarball path that is free
     check_new_output(out_dir, "--out", inputs=[artifacts_dir])
@@ -149,6 +144,19 @@ def publish(artifacts_dir: Path, out_dir: Path, tarball: bool = False) -> Path:
                 remove_file(tar_path)
             raise
     return out_dir
+
+
+def _refuse_untrusted(rs: RunSet, artifacts_dir: Path) -> None:
+    """A bundle vouches for every file it holds: a payload no figure could use (unreadable,
+    contradicted by its own evidence or by SHA256SUMS), a file SHA256SUMS does not list, a
+    listed file that is gone, or a run folder with no SHA256SUMS is refused, each named."""
+    for u in rs.unreadable:
+        raise InputError(str(artifacts_dir / u.path), f"refusing to publish: {u.reason}")
+    for line in rs.unvouched:
+        raise InputError(str(artifacts_dir), f"refusing to publish: {line}")
+    bad = [f.path for f in rs.files if "MISMATCH" in f.verdict or "MISSING" in f.verdict]
+    if bad:
+        raise InputError(str(artifacts_dir), f"refusing to publish: {', '.join(bad)} failed checks")
 
 
 def _copy(src: str, dst: str) -> str:
@@ -253,6 +261,11 @@ def _verify_dir(root: Path) -> list[str]:
         except InputError as err:
             problems.append(f"{p.relative_to(root)}: {err.reason}")
             continue
+        problems += [
+            f"{p.relative_to(root)}: {x.path}: {x.reason}"
+            for x in check_payload(pl, str(p))
+            if x.severity == "error" and x.path != "$.evidence.validity.valid"
+        ]
         if pl.simulated:
             problems.append(f"{p.relative_to(root)}: SIMULATED payload in a published bundle")
         if pl.evidence.run.toy_model:

@@ -17,6 +17,7 @@ from bench.schema._experiment import (
     read_experiment_document,
 )
 from bench.schema._hardware import GpuEntry, GpuExtended, Hardware, HardwareExtended
+from bench.schema._invariants import payload_findings
 from bench.schema._payload import (
     PAYLOAD_SCHEMA,
     AcceptanceDelta,
@@ -82,6 +83,7 @@ from bench.schema._run import (
     RunStatus,
     WeightsFile,
 )
+from bench.schema._same_run import lock_findings, workload_differences, workload_of
 from bench.schema._suite import (
     GpuOnlyFile,
     SuiteCounts,
@@ -181,10 +183,12 @@ __all__ = [
     "decode_reasons",
     "experiment_path",
     "forget_pins",
+    "lock_findings",
     "lock_path_for",
     "locked",
     "parse_experiment_document",
     "parse_sums",
+    "payload_findings",
     "payload_json_schema",
     "read_experiment_document",
     "read_lock",
@@ -192,6 +196,8 @@ __all__ = [
     "read_sums",
     "record_pins",
     "sums_text",
+    "workload_differences",
+    "workload_of",
     "write_lock",
     "write_payload",
 ]

@@ -16,7 +16,17 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from report_factory import Spec, depth_lock, jitter, lock_for, seed_matrix, write_artifacts
+from report_factory import (
+    HF_ID,
+    OUTPUT,
+    PROMPT,
+    Spec,
+    depth_lock,
+    jitter,
+    lock_for,
+    seed_matrix,
+    write_artifacts,
+)
 
 from bench.engines import load_experiment
 from bench.report import render_report
@@ -40,13 +50,20 @@ def _lock(exp: Experiment, specs: list[Spec]) -> str:
         for c in exp.configurations
         if c.name in levels
     ]
+    # the factory's payloads measure 1044 prompt / 512 output tokens: so does the lock's run
+    # (issue 47: a payload of another workload than its lock's is refused)
+    workload = exp.workload.model_copy(update={"prompt_tokens": PROMPT, "max_tokens": OUTPUT})
+    target = exp.target.model_copy(update={"hf_id": HF_ID})
+    models = {**exp.models, exp.target_model: target}
     lock = RunLock(
         run_id="test",
         prompt_seed=0,
         created_at="2026-12-03T00:00:00+00:00",
         simulated=True,
         launcher="process",
-        experiment=exp.model_copy(update={"configurations": configs}),
+        experiment=exp.model_copy(
+            update={"configurations": configs, "workload": workload, "models": models}
+        ),
     )
     return lock.model_dump_json(by_alias=True)
 
