@@ -16,6 +16,18 @@ from typing import Any
 from bench.core import sha256_file, summarize
 from bench.engines import get_engine, load_experiment
 from bench.matrix import launch_record
+from bench.measure._acceptance import (
+    SGLANG_DRAFT_TOKENS_GAUGE,
+    SGLANG_GEN,
+    SGLANG_REQS,
+    SGLANG_VERIFY,
+    VLLM_ACCEPTED,
+    VLLM_DRAFT_TOKENS,
+    VLLM_DRAFTS,
+    VLLM_PER_POS,
+    combine,
+    delta,
+)
 from bench.schema import (
     AcceptanceDelta,
     EngineFlags,
@@ -37,18 +49,6 @@ from bench.schema import (
     ValidityReason,
     Workload,
     write_payload,
-)
-from bench.schema._counters import (
-    SGLANG_DRAFT_TOKENS_GAUGE,
-    SGLANG_GEN,
-    SGLANG_REQS,
-    SGLANG_VERIFY,
-    VLLM_ACCEPTED,
-    VLLM_DRAFT_TOKENS,
-    VLLM_DRAFTS,
-    VLLM_PER_POS,
-    combine,
-    delta,
 )
 
 HARDWARE = Hardware(

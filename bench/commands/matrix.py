@@ -18,6 +18,7 @@ from bench.core import (
     TIMEOUT_S,
     InputError,
     RunError,
+    check_output_dir,
     describe_validation_error,
 )
 from bench.demo import DEMO_TIME_SCALE, demo_banner, run_categories_demo, run_demo
@@ -96,6 +97,8 @@ def matrix(
 
     if launcher not in ("docker", "process"):
         raise InputError("--launcher", f"must be docker or process, not {launcher!r}")
+    # before anything is read or written: a folder that can be made, never an input
+    check_output_dir(out, "--out", inputs=[p for p in (experiment, pins_lock) if p is not None])
     if pins_lock is not None and not pins_lock.is_file():
         # a lock the user names must exist: a missing one would silently unpin every pin
         raise InputError(
@@ -168,6 +171,7 @@ def demo(
 
     Everything it writes is SIMULATED."""
 
+    check_output_dir(out, "--out")
     typer.echo(demo_banner(time_scale, seed_workload=seed_workload))
     result, report = run_demo(
         out,

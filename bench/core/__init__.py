@@ -13,8 +13,10 @@ from bench.core._errors import (
 )
 from bench.core._files import (
     WriteError,
+    check_names,
     check_new_output,
     check_not_inside,
+    check_output_dir,
     check_output_file,
     ensure_dir,
     ensure_writable_file,
@@ -133,8 +135,10 @@ __all__ = [
     "WarmupCount",
     "WriteError",
     "canonical_spec_method",
+    "check_names",
     "check_new_output",
     "check_not_inside",
+    "check_output_dir",
     "check_output_file",
     "describe_validation_error",
     "describe_yaml_error",
