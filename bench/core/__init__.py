@@ -28,6 +28,7 @@ from bench.core._files import (
     write_bytes,
     write_text,
 )
+from bench.core._markdown import md_cell, md_code, md_fence, md_inline, visible
 from bench.core._model import MutableModel, StrictModel, read_json_model
 from bench.core._numbers import (
     DRAFT_NOISE,
@@ -82,6 +83,7 @@ from bench.core._vocab import (
     DRAFT_CHECKPOINT_METHODS,
     EMULATOR_IMAGE,
     ENGINE_NAMES,
+    SERVED_NAME,
     SIMULATED_BANNER,
     TOY_MODEL_BANNER,
     EngineName,
@@ -106,6 +108,7 @@ __all__ = [
     "POSITIVE",
     "SAMPLE_INTERVAL_S",
     "SAMPLE_SECONDS",
+    "SERVED_NAME",
     "SIMULATED_BANNER",
     "TIMEOUT_S",
     "TIME_SCALE",
@@ -148,6 +151,10 @@ __all__ = [
     "json_lines",
     "links_inside",
     "made_dirs",
+    "md_cell",
+    "md_code",
+    "md_fence",
+    "md_inline",
     "open_stream",
     "parse_json",
     "parse_toml",
@@ -169,6 +176,7 @@ __all__ = [
     "summarize",
     "t_cdf",
     "utc_now",
+    "visible",
     "welch",
     "write_bytes",
     "write_text",

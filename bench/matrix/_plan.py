@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from bench.core import StrictModel
+from bench.core import StrictModel, md_cell, md_code, md_fence, md_inline
 from bench.emulator.runner import resolve_profile
 from bench.engines import DEFAULT_MODEL_CACHE, flag_value, get_engine, plan_entries
 from bench.measure import dataset_file, experiment_prompt_set
@@ -94,10 +94,10 @@ def render_plan(
     """The plan as Markdown (what ``specbench plan`` prints)."""
     w = experiment.workload
     lines = [
-        f"# Plan: {experiment.name}",
+        f"# Plan: {md_inline(experiment.name)}",
         "",
-        f"Target: {experiment.target.hf_id} @ {experiment.target.revision}"
-        f" ({experiment.target.path}); served as `{experiment.served_model}`.",
+        f"Target: {md_inline(experiment.target.hf_id)} @ {experiment.target.revision}"
+        f" ({md_code(experiment.target.path)}); served as {md_code(experiment.served_model)}.",
         f"Workload: {w.prompt_tokens} prompt tokens, {w.max_tokens} output tokens,"
         f" warmup {w.warmup}, iterations {w.iterations}.",
         "",
@@ -106,10 +106,10 @@ def render_plan(
     if w.prompt_set is not None:
         ds = w.prompt_set.dataset
         where = (
-            f"dataset {ds.hf_id}@{ds.revision} {ds.file}, read from "
-            f"{dataset_file(w.prompt_set.name, ds, Path(model_cache))}"
+            f"dataset {md_inline(ds.hf_id)}@{ds.revision} {md_code(ds.file)}, read from "
+            f"{md_code(dataset_file(w.prompt_set.name, ds, Path(model_cache)))}"
             if ds is not None
-            else w.prompt_set.path
+            else md_code(w.prompt_set.path)
         )
         each = (
             f"{len(cats)} categories ({', '.join(cats)}), each measured as its own windows "
@@ -124,8 +124,8 @@ def render_plan(
             else str(w.enable_thinking).lower()
         )
         lines += [
-            f"Prompt set `{w.prompt_set.name}` ({where}): {each}; real text through the chat "
-            f"template, enable_thinking {thinking}; prompt_tokens only sizes this estimate.",
+            f"Prompt set {md_code(w.prompt_set.name)} ({where}): {each}; real text through the "
+            f"chat template, enable_thinking {thinking}; prompt_tokens only sizes this estimate.",
             "",
         ]
     estimates = [
@@ -147,24 +147,24 @@ def render_plan(
             "--allow-unpinned):",
             "",
         ]
-        lines += [f"- {u}" for u in unresolved]
+        lines += [f"- {md_inline(u)}" for u in unresolved]
         lines.append("")
     for e in plan_entries(experiment, only, model_cache=model_cache):
         spec = f"{e.method} k={e.spec_num_tokens}" if e.spec_num_tokens else e.method
-        lines += [f"## {e.name} ({e.engine}, {spec})", ""]
+        lines += [f"## {md_inline(e.name)} ({e.engine}, {md_inline(spec)})", ""]
         est = next(x for x in estimates if x.name == e.name)
         lines.append(
-            f"Image: `{e.image}`; concurrency {', '.join(map(str, e.concurrency))}; "
+            f"Image: {md_code(e.image)}; concurrency {', '.join(map(str, e.concurrency))}; "
             f"estimated {duration(est.total_s)}."
         )
         if e.expect_invalid:
-            lines.append(f"Expected invalid: {e.expect_invalid}")
-        lines += ["", "Server command:", "", "```", e.command, "```", ""]
-        lines += ["Docker:", "", "```", e.docker_run, "```", ""]
+            lines.append(f"Expected invalid: {md_inline(e.expect_invalid)}")
+        lines += ["", "Server command:", "", md_fence(e.command, ""), ""]
+        lines += ["Docker:", "", md_fence(e.docker_run, ""), ""]
         if e.deviations:
             lines += ["| flag | seed | used | reason |", "|---|---|---|---|"]
             for d in e.deviations:
                 cells = [d.flag, d.seed or "-", d.used or "(dropped)", d.reason]
-                lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
+                lines.append("| " + " | ".join(md_cell(c) for c in cells) + " |")
             lines.append("")
     return "\n".join(lines)

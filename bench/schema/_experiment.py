@@ -17,6 +17,7 @@ from pydantic import AfterValidator, Field, ValidationError, field_validator, mo
 from bench.core import (
     DRAFT_CHECKPOINT_METHODS,
     MAX_CONCURRENCY,
+    SERVED_NAME,
     EngineName,
     InputError,
     IterationCount,
@@ -427,7 +428,7 @@ class Experiment(StrictModel):
         description="a generated tiny model (the engine tier): every payload and report says "
         "so and publish refuses it",
     )
-    served_model: str = Field(min_length=1, description="alias the servers expose")
+    served_model: str = Field(pattern=SERVED_NAME, description="alias the servers expose")
     quantization: str = Field(min_length=1)
     tensor_parallel: int = Field(ge=1)
     prefix_caching: dict[EngineName, bool] = Field(default_factory=dict)
