@@ -10,6 +10,7 @@ labelled as such; the real run takes what it takes.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Final
 
 from bench.core import StrictModel, md_cell, md_code, md_fence, md_inline
 from bench.emulator.runner import resolve_profile
@@ -78,6 +79,27 @@ def categories(experiment: Experiment, model_cache: str | None = None) -> list[s
         return []
     loaded = experiment_prompt_set(ps, cache)
     return loaded.categories() if loaded is not None else []
+
+
+#: a matrix estimated to run longer than this starts only when told to (``matrix --yes``)
+LONG_MATRIX_S: Final = 4 * 3600.0
+
+
+def wall_time(
+    experiment: Experiment,
+    only: list[str] | None = None,
+    *,
+    model_cache: str = DEFAULT_MODEL_CACHE,
+    time_scale: float | None = None,
+) -> float:
+    """The plan's estimated wall time of the selected configurations (seconds), on the
+    emulator's clock scaled by ``time_scale`` where one is given."""
+    cats = categories(experiment, model_cache)
+    total = sum(
+        estimate(experiment, cfg, model_cache=model_cache, cats=cats).total_s
+        for cfg in experiment.select(only)
+    )
+    return total * (time_scale if time_scale is not None else 1.0)
 
 
 def duration(seconds: float) -> str:
