@@ -86,13 +86,25 @@ def excluded(rel: str, reason: str, exp: Experiment | None) -> Unreadable:
 
 
 def unvouched(d: Path, listed: dict[str, str], matrix: bool) -> tuple[str, ...]:
-    """What the report must say before any figure: files SHA256SUMS does not list (specbench's
-    own report folder apart), or a matrix folder with no SHA256SUMS at all."""
+    """What the report must say before any figure, beside the payloads it does not use: the
+    run's other files that SHA256SUMS does not list, that differ from their entry or that are
+    gone (the lock, hardware.json, the logs: what the figures are read with), specbench's own
+    report folder apart; or a matrix folder with no SHA256SUMS at all."""
     if not listed:
         return (f"{SUMS} is missing: nothing vouches for the run's files",) if matrix else ()
-    present = [
-        f.relative_to(d).as_posix()
+    present = {
+        f.relative_to(d).as_posix(): f
         for f in sorted(d.rglob("*"))
         if f.is_file() and f.name != SUMS and f.relative_to(d).parts[0] != REPORT_DIR
-    ]
-    return tuple(f"{rel}: not listed in {SUMS}" for rel in present if rel not in listed)
+    }
+    out = []
+    for rel in sorted(set(present) | set(listed)):
+        if rel.startswith("payloads/"):
+            continue  # a payload SHA256SUMS does not vouch for is used for nothing (distrust)
+        if rel not in listed:
+            out.append(f"{rel}: not listed in {SUMS}")
+        elif rel not in present:
+            out.append(f"{rel}: listed in {SUMS}, missing")
+        elif sha256_file(present[rel]) != listed[rel]:
+            out.append(f"{rel}: differs from its {SUMS} entry (edited after the run wrote it)")
+    return tuple(out)

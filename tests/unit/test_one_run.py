@@ -242,3 +242,16 @@ def test_compare_lets_hardware_and_software_differ(tmp_path: Path) -> None:
     _rewrite(b, lambda p: p.model_copy(update={"engineVersion": "0.99"}), lambda d: None)
     cmp = compare_hosts([a, b])
     assert cmp.rows and not cmp.missing
+
+
+def test_another_file_that_differs_from_sha256sums_is_named_first(tmp_path: Path) -> None:
+    """The lock, hardware.json, provenance, the logs: what the figures are read with."""
+    art = real_run(tmp_path / "run")
+    prov = art / "provenance.json"
+    prov.write_text(json.dumps({"git": {"sha": "edited afterwards"}}))
+    code, text = cli("report", str(art), "--out", str(tmp_path / "r"))
+    assert code == 0, text
+    top = (tmp_path / "r" / "REPORT.md").read_text().split("\n# ", 1)[0]
+    assert "provenance.json: differs from its SHA256SUMS entry" in top
+    code, text = cli("publish", str(art), "--out", str(tmp_path / "bundle"))
+    assert code == 2 and "provenance.json: differs from its SHA256SUMS entry" in text, text
