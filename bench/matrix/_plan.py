@@ -107,6 +107,34 @@ def duration(seconds: float) -> str:
     return f"{minutes // 60} h {minutes % 60:02d} min" if minutes >= 60 else f"{minutes} min"
 
 
+def _prompt_set_line(experiment: Experiment, model_cache: str, cats: list[str]) -> str:
+    """The plan's sentence on the experiment's prompt set (it has one)."""
+    w = experiment.workload
+    if w.prompt_set is None:
+        return ""
+    ds = w.prompt_set.dataset
+    where = (
+        f"dataset {md_inline(ds.hf_id)}@{ds.revision} {md_code(ds.file)}, read from "
+        f"{md_code(dataset_file(w.prompt_set.name, ds, Path(model_cache)))}"
+        if ds is not None
+        else md_code(w.prompt_set.path)
+    )
+    each = (
+        f"{len(cats)} categories ({', '.join(cats)}), each measured as its own windows "
+        "(warmup + iterations per category and level)"
+        if cats
+        else "categories unknown until the models stage (`make provision`) fetches the "
+        "dataset there (estimated as one window)"
+    )
+    thinking = "not sent (template default)"
+    if w.enable_thinking is not None:
+        thinking = str(w.enable_thinking).lower()
+    return (
+        f"Prompt set {md_code(w.prompt_set.name)} ({where}): {each}; real text through the "
+        f"chat template, enable_thinking {thinking}; prompt_tokens only sizes this estimate."
+    )
+
+
 def render_plan(
     experiment: Experiment,
     only: list[str] | None = None,
@@ -126,30 +154,7 @@ def render_plan(
     ]
     cats = categories(experiment, model_cache)  # read once, for the text and each estimate
     if w.prompt_set is not None:
-        ds = w.prompt_set.dataset
-        where = (
-            f"dataset {md_inline(ds.hf_id)}@{ds.revision} {md_code(ds.file)}, read from "
-            f"{md_code(dataset_file(w.prompt_set.name, ds, Path(model_cache)))}"
-            if ds is not None
-            else md_code(w.prompt_set.path)
-        )
-        each = (
-            f"{len(cats)} categories ({', '.join(cats)}), each measured as its own windows "
-            "(warmup + iterations per category and level)"
-            if cats
-            else "categories unknown until the models stage (`make provision`) fetches the "
-            "dataset there (estimated as one window)"
-        )
-        thinking = (
-            "not sent (template default)"
-            if w.enable_thinking is None
-            else str(w.enable_thinking).lower()
-        )
-        lines += [
-            f"Prompt set {md_code(w.prompt_set.name)} ({where}): {each}; real text through the "
-            f"chat template, enable_thinking {thinking}; prompt_tokens only sizes this estimate.",
-            "",
-        ]
+        lines += [_prompt_set_line(experiment, model_cache, cats), ""]
     estimates = [
         estimate(experiment, cfg, model_cache=model_cache, cats=cats)
         for cfg in experiment.select(only)

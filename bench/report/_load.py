@@ -483,34 +483,13 @@ def load_artifacts(artifacts_dir: Path) -> RunSet:
     payloads = [r.payload for r in kept]
     runs = [run_view(r.payload, Path(r.rel).stem, logs) for r in kept]
     configs = _with_recorded_caps(_experiment_infos(exp) if exp is not None else (), runs)
-    order = {c.name: i for i, c in enumerate(configs)}
-    # The experiment's order, not the file names' (the seed lists vLLM DFlash first).
-    runs.sort(
-        key=lambda r: (
-            order.get(r.config, len(order)),
-            r.config,
-            r.concurrency,
-            r.attempt is None,
-            r.attempt or "",
-        )
-    )
+    _in_experiment_order(runs, configs)
     hw = hw or payloads[0].hardware
     prov = _read_json(d / "provenance.json")
     files = _file_entries(d, listed, verdicts)
     commands, source = recorded_commands(runs, matrix=lock is not None)
     first = payloads[0]
     wl = first.evidence.workload
-    workload: dict[str, Any] = {
-        "prompt_tokens": wl.prompt_tokens,
-        "max_tokens": wl.max_tokens,
-        "warmup": wl.warmup,
-        "iterations": wl.iterations,
-        "temperature": wl.temperature,
-        "ignore_eos": wl.ignore_eos,
-    }
-    if wl.prompt_set is not None:
-        workload["prompt_set"] = wl.prompt_set.name
-
     drafts = {c.name: c.draft_model for c in configs}
     roof = build_roofline(d, exp, hw, tuple(runs), wl.prompt_tokens, wl.max_tokens, drafts)
     by_key = {r.key: p for r, p in zip(runs, _in_order(runs, kept), strict=True)}
@@ -534,7 +513,7 @@ def load_artifacts(artifacts_dir: Path) -> RunSet:
         provenance_lines=() if prov else ("provenance.json: absent from the artifacts",),
         machine_tables=tuple(tables),
         roofline=roof,
-        workload=workload,
+        workload=_workload(first),
         measured_workload=workload_of(first),
         configs=configs,
         runs=tuple(runs),
@@ -593,6 +572,36 @@ def _read_status(d: Path) -> RunStatus | None:
 
 #: the verdict of a file SHA256SUMS lists that the folder no longer holds
 MISSING = "MISSING: listed in SHA256SUMS, not in the folder"
+
+
+def _in_experiment_order(runs: list[RunView], configs: tuple[ConfigInfo, ...]) -> None:
+    """The experiment's order, not the file names' (the seed lists vLLM DFlash first)."""
+    order = {c.name: i for i, c in enumerate(configs)}
+    runs.sort(
+        key=lambda r: (
+            order.get(r.config, len(order)),
+            r.config,
+            r.concurrency,
+            r.attempt is None,
+            r.attempt or "",
+        )
+    )
+
+
+def _workload(first: Payload) -> dict[str, Any]:
+    """The workload as the report's Test setup states it (every payload's: one run)."""
+    wl = first.evidence.workload
+    out: dict[str, Any] = {
+        "prompt_tokens": wl.prompt_tokens,
+        "max_tokens": wl.max_tokens,
+        "warmup": wl.warmup,
+        "iterations": wl.iterations,
+        "temperature": wl.temperature,
+        "ignore_eos": wl.ignore_eos,
+    }
+    if wl.prompt_set is not None:
+        out["prompt_set"] = wl.prompt_set.name
+    return out
 
 
 def _in_order(runs: list[RunView], kept: list[Read]) -> list[Payload]:
