@@ -22,7 +22,6 @@ from bench.core import (
     read_head,
     read_json_model,
     read_optional_json,
-    sha256_file,
 )
 from bench.report._folder import Read, check_one_run, refuse_foreign_schema
 from bench.report._machine import (
@@ -47,7 +46,7 @@ from bench.report._model import (
     Unreadable,
 )
 from bench.report._roofline import build_roofline
-from bench.report._trust import excluded, split_trusted, unvouched
+from bench.report._trust import Digests, excluded, split_trusted, unvouched
 from bench.schema import (
     LOCK_FILE,
     STATUS_FILE,
@@ -429,11 +428,13 @@ def _hardware(d: Path, read: list[Read]) -> Hardware | None:
     return read[0].payload.hardware if read else None
 
 
-def _file_entries(d: Path, listed: dict[str, str], verdicts: dict[str, str]) -> list[FileEntry]:
+def _file_entries(
+    d: Path, listed: dict[str, str], verdicts: dict[str, str], digest: Digests
+) -> list[FileEntry]:
     files: list[FileEntry] = []
     for f in sorted(p for p in d.rglob("*") if p.is_file() and p.name != "SHA256SUMS"):
         rel = f.relative_to(d).as_posix()
-        sha = sha256_file(f)
+        sha = digest(rel)
         want = listed.get(rel)
         verdict = verdicts.get(rel, "present")
         if want is None:
@@ -448,10 +449,10 @@ def _file_entries(d: Path, listed: dict[str, str], verdicts: dict[str, str]) -> 
 
 
 def _usable(
-    d: Path, read: list[Read], listed: dict[str, str], exp: Experiment | None
+    d: Path, read: list[Read], listed: dict[str, str], exp: Experiment | None, digest: Digests
 ) -> tuple[list[Read], list[Unreadable], dict[str, str]]:
     """The payloads a figure may use; the others listed with the reason (bench.report._trust)."""
-    kept, excluded = split_trusted(d, read, listed, exp)
+    kept, excluded = split_trusted(d, read, listed, exp, digest)
     verdicts = {r.rel: _verdict(r, d) for r in read}
     for u in excluded:
         verdicts[u.path] = f"FAILS validation: {u.reason}"
@@ -477,7 +478,8 @@ def load_artifacts(artifacts_dir: Path) -> RunSet:
     check_one_run(d, lock, _read_status(d), read, listed, hw)
     if not read:
         raise InputError(str(d / "payloads"), "no payload passed validation")
-    kept, excluded, more = _usable(d, read, listed, exp)
+    digest = Digests(d)
+    kept, excluded, more = _usable(d, read, listed, exp, digest)
     verdicts |= more
     unreadable += excluded
     payloads = [r.payload for r in kept]
@@ -486,7 +488,7 @@ def load_artifacts(artifacts_dir: Path) -> RunSet:
     _in_experiment_order(runs, configs)
     hw = hw or payloads[0].hardware
     prov = _read_json(d / "provenance.json")
-    files = _file_entries(d, listed, verdicts)
+    files = _file_entries(d, listed, verdicts, digest)
     commands, source = recorded_commands(runs, matrix=lock is not None)
     first = payloads[0]
     wl = first.evidence.workload
@@ -524,7 +526,7 @@ def load_artifacts(artifacts_dir: Path) -> RunSet:
         emulator_time_scale=_time_scale(lock),
         upstream_suite=read_suite(d / SUITE_RECORD),
         unreadable=tuple(sorted(unreadable, key=lambda u: u.path)),
-        unvouched=unvouched(d, listed, matrix=lock is not None),
+        unvouched=unvouched(d, listed, lock is not None, digest),
         run_ids=_run_ids(lock, payloads),
         unpinned=_unpinned(lock),
     )

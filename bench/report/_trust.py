@@ -16,6 +16,7 @@ folder. Files SHA256SUMS does not list are named too (``unvouched``).
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from bench.core import sha256_file
@@ -37,7 +38,21 @@ def contradictions(r: Read, d: Path) -> list[str]:
     ]
 
 
-def distrust(r: Read, d: Path, listed: dict[str, str]) -> str | None:
+@dataclass
+class Digests:
+    """sha256 of each file of a run folder, each computed once per report (a run's logs can
+    be large, and the file list, the payloads' trust and the notice each need them)."""
+
+    root: Path
+    known: dict[str, str] = field(default_factory=dict)
+
+    def __call__(self, rel: str) -> str:
+        if rel not in self.known:
+            self.known[rel] = sha256_file(self.root / rel)
+        return self.known[rel]
+
+
+def distrust(r: Read, d: Path, listed: dict[str, str], digest: Digests) -> str | None:
     """Why payload ``r`` may not be used (None: it may)."""
     found = contradictions(r, d)
     if found:
@@ -48,19 +63,19 @@ def distrust(r: Read, d: Path, listed: dict[str, str]) -> str | None:
     want = listed.get(r.rel)
     if want is None:
         return f"not listed in {SUMS}: the run did not write it (added by hand?)"
-    if sha256_file(d / r.rel) != want:
+    if digest(r.rel) != want:
         return f"differs from its {SUMS} entry: edited or truncated after the run wrote it"
     return None
 
 
 def split_trusted(
-    d: Path, read: Sequence[Read], listed: dict[str, str], exp: Experiment | None
+    d: Path, read: Sequence[Read], listed: dict[str, str], exp: Experiment | None, digest: Digests
 ) -> tuple[list[Read], list[Unreadable]]:
     """The payloads a report may use, and the others, each with its reason."""
     kept: list[Read] = []
     out: list[Unreadable] = []
     for r in read:
-        why = distrust(r, d, listed)
+        why = distrust(r, d, listed, digest)
         if why is None:
             kept.append(r)
         else:
@@ -85,7 +100,7 @@ def excluded(rel: str, reason: str, exp: Experiment | None) -> Unreadable:
     )
 
 
-def unvouched(d: Path, listed: dict[str, str], matrix: bool) -> tuple[str, ...]:
+def unvouched(d: Path, listed: dict[str, str], matrix: bool, digest: Digests) -> tuple[str, ...]:
     """What the report must say before any figure, beside the payloads it does not use: the
     run's other files that SHA256SUMS does not list, that differ from their entry or that are
     gone (the lock, hardware.json, the logs: what the figures are read with), specbench's own
@@ -105,6 +120,6 @@ def unvouched(d: Path, listed: dict[str, str], matrix: bool) -> tuple[str, ...]:
             out.append(f"{rel}: not listed in {SUMS}")
         elif rel not in present:
             out.append(f"{rel}: listed in {SUMS}, missing")
-        elif sha256_file(present[rel]) != listed[rel]:
+        elif digest(rel) != listed[rel]:
             out.append(f"{rel}: differs from its {SUMS} entry (edited after the run wrote it)")
     return tuple(out)
