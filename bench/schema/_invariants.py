@@ -124,9 +124,11 @@ def _windows(p: Payload) -> Iterator[Finding]:
             )
         if len(it.requests) != c:
             yield f"{path}.requests", f"{len(it.requests)} request(s), the concurrency is {c}"
+        if not any(r.sent_at for r in it.requests):
+            continue  # nothing was sent (no connection): the window has no time to place
         if prev_end is not None and it.window_start < prev_end - CLOCK_EPS:
             yield f"{path}.window_start", "the window starts before the one before it ended"
-        prev_end = max(prev_end or it.window_end, it.window_end)
+        prev_end = it.window_end if prev_end is None else max(prev_end, it.window_end)
         yield from _inside(path, it)
         yield from _scraped_around(path, it)
 
