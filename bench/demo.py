@@ -33,6 +33,7 @@ from bench.core import (
     InputError,
     ensure_dir,
     read_json_model,
+    read_yaml,
     remove_tree,
     sha256_file,
     write_text,
@@ -128,7 +129,7 @@ def demo_document(workload: dict[str, Any] | None = None) -> dict[str, Any]:
     """The seed experiment's YAML document with the demo's workload (``{}``: the seed's), the
     demo's accuracy task, SYNTHETIC ACCEPTANCE controls and two methods that are not fixed-k
     lossless (issue 48)."""
-    doc: dict[str, Any] = yaml.safe_load(DEMO_EXPERIMENT.read_text())
+    doc: dict[str, Any] = read_yaml(DEMO_EXPERIMENT, what="experiment file")
     doc["workload"] = {**doc["workload"], **(DEMO_WORKLOAD if workload is None else workload)}
     doc["workload"]["accuracy"] = {
         **DEMO_ACCURACY,
@@ -188,7 +189,7 @@ def run_demo(
 def categories_document(workload: dict[str, Any] | None = None) -> dict[str, Any]:
     """The categories experiment's document with the demo's workload; its prompt set's path
     made absolute (the document is written elsewhere)."""
-    doc: dict[str, Any] = yaml.safe_load(CATEGORIES_EXPERIMENT.read_text())
+    doc: dict[str, Any] = read_yaml(CATEGORIES_EXPERIMENT, what="experiment file")
     ps = dict(doc["workload"]["prompt_set"])
     ps["path"] = str((CATEGORIES_EXPERIMENT.parent / ps["path"]).resolve())
     extra = CATEGORIES_WORKLOAD if workload is None else workload
@@ -202,10 +203,11 @@ def run_categories_demo(
     time_scale: float = DEMO_TIME_SCALE,
     show_progress: bool = True,
     workload: dict[str, Any] | None = None,
+    only: list[str] | None = None,
 ) -> tuple[MatrixResult, Path]:
     """The categories experiment on the emulator into ``out`` (artifacts in ``out/artifacts``):
     its report has the per-category section (SIMULATED). ``workload`` replaces
-    CATEGORIES_WORKLOAD (``{}``: the experiment's own)."""
+    CATEGORIES_WORKLOAD (``{}``: the experiment's own); ``only`` names configurations."""
     artifacts = out / "artifacts"
     _check_demo_out(out, artifacts)
     ensure_dir(out, "--out")
@@ -220,6 +222,7 @@ def run_categories_demo(
     exp = load_experiment(exp_path)
     opts = MatrixOptions(
         out=artifacts,
+        only=only or [],
         launcher="process",
         emulate=True,
         time_scale=time_scale,

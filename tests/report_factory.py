@@ -8,6 +8,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -15,6 +16,18 @@ from typing import Any
 from bench.core import sha256_file, summarize
 from bench.engines import get_engine, load_experiment
 from bench.matrix import launch_record
+from bench.measure._acceptance import (
+    SGLANG_DRAFT_TOKENS_GAUGE,
+    SGLANG_GEN,
+    SGLANG_REQS,
+    SGLANG_VERIFY,
+    VLLM_ACCEPTED,
+    VLLM_DRAFT_TOKENS,
+    VLLM_DRAFTS,
+    VLLM_PER_POS,
+    combine,
+    delta,
+)
 from bench.schema import (
     AcceptanceDelta,
     AccuracyRecord,
@@ -27,6 +40,7 @@ from bench.schema import (
     HardwareExtended,
     IterationRecord,
     LaunchRecord,
+    MetricSnapshot,
     Payload,
     RequestRecord,
     RequestSpecTokens,
@@ -89,66 +103,130 @@ class Spec:
     request_counts: list[tuple[int, int]] | None = None
 
 
-def payload(s: Spec) -> Payload:
-    """A valid Payload whose figures are computed from the samples in ``s``."""
-    n = len(s.decode)
-    agg = s.aggregate or [d * s.concurrency for d in s.decode]
-    iterations = []
-    for i in range(n):
-        reqs = [
-            RequestRecord(
-                request_id=f"{s.config}-{i}-{k}",
-                stream_index=k,
-                sent_at=0.0,
-                first_token_at=s.ttft[i] / 1000,
-                last_token_at=s.ttft[i] / 1000 + 511 / s.decode[i],
-                ttft_ms=s.ttft[i],
-                decode_tok_s=s.decode[i],
-                completion_tokens=512,
-                prompt_tokens=1044,
-                finish_reason="length",
-                spec_tokens=_request_tokens(s, i * s.concurrency + k),
-            )
-            for k in range(s.concurrency)
-        ]
-        iterations.append(
+#: the client's clock at the first send of every factory payload, and the gap between windows
+T0, GAP = 1000.0, 100.0
+PROMPT, OUTPUT = 1044, 512
+HF_ID = "btbtyler09/Qwen3.8-27B-GPTQ-4bit"
+
+
+def _requests(s: Spec, i: int, sent: float) -> list[RequestRecord]:
+    """The iteration's streams: TTFT and decode rate as given, 512 tokens each."""
+    first = s.ttft[i] / 1000
+    last = first + (OUTPUT - 1) / s.decode[i]
+    ended = first + OUTPUT / s.decode[i]
+    return [
+        RequestRecord(
+            request_id=f"{s.config}-{i}-{k}",
+            stream_index=k,
+            sent_at=sent,
+            first_token_at=first,
+            last_token_at=last,
+            ended_at=ended,
+            ttft_ms=first * 1e3,
+            decode_tok_s=(OUTPUT - 1) / (last - first),
+            e2e_ms=ended * 1e3,
+            completion_tokens=OUTPUT,
+            prompt_tokens=PROMPT,
+            finish_reason="length",
+            spec_tokens=_request_tokens(s, i * s.concurrency + k),
+        )
+        for k in range(s.concurrency)
+    ]
+
+
+def _snapshots(s: Spec, k: int | None) -> tuple[dict[str, float], dict[str, float]]:
+    """/metrics counters before and after a window: the whole delta ``s.acceptance`` in the
+    first window (zero in the others), in the engine's own counter names, so that every reader
+    recomputes the figures from them (bench.schema._counters)."""
+    d, dt, a = s.acceptance or (0, 0, 0)
+    if s.engine == "vllm":
+        after = {VLLM_DRAFTS: d, VLLM_DRAFT_TOKENS: dt, VLLM_ACCEPTED: a}
+        after |= {
+            f'{VLLM_PER_POS}{{position="{j}"}}': v for j, v in enumerate(s.accepted_per_position)
+        }
+        before = dict.fromkeys(after, 0.0)
+    else:
+        assert dt or not d, "SGLang counts draft tokens as drafts x (draft tokens per round - 1)"
+        c = s.concurrency
+        after = {SGLANG_VERIFY: d, SGLANG_GEN: a + c + d, SGLANG_REQS: c}
+        if d:
+            after[SGLANG_DRAFT_TOKENS_GAUGE] = dt / d + 1
+        before = {SGLANG_VERIFY: 0.0, SGLANG_GEN: 0.0, SGLANG_REQS: 0.0}
+    return (before if k == 0 else after), after
+
+
+def _iteration_acceptance(s: Spec, i: int, start: float, end: float) -> AcceptanceDelta | None:
+    if s.method == "NONE" or s.acceptance is None:
+        return None
+    b, a = _snapshots(s, i)
+    tokens = s.spec_tokens or (4 if s.method == "DFLASH" else 2)
+    acc = delta(
+        s.engine,
+        MetricSnapshot(at=start - 0.001, values=b),
+        MetricSnapshot(at=end + 0.001, values=a),
+        tokens,
+    )
+    assert acc is not None
+    return acc
+
+
+def _iterations(s: Spec, agg: list[float]) -> list[IterationRecord]:
+    out = []
+    for i in range(len(s.decode)):
+        sent = T0 + GAP * i
+        reqs = _requests(s, i, sent)
+        end = sent + max(r.ended_at or 0.0 for r in reqs)
+        out.append(
             IterationRecord(
                 index=i,
                 warmup=False,
-                window_start=0.0,
-                window_end=1.0,
+                window_start=sent,
+                window_end=end,
                 requests=reqs,
-                per_stream_mean_tok_s=s.decode[i],
+                per_stream_mean_tok_s=math.fsum(r.decode_tok_s or 0 for r in reqs) / len(reqs),
                 aggregate_tok_s=agg[i],
+                acceptance=_iteration_acceptance(s, i, sent, end),
             )
         )
-    dec = summarize(s.decode)
-    acc = None
-    if s.method != "NONE" and s.acceptance is not None:
-        d, dt, a = s.acceptance
-        acc = AcceptanceDelta(
-            drafts=d,
-            draft_tokens=dt,
-            accepted_tokens=a,
-            acceptance_rate=a / dt if dt else None,
-            mean_acceptance_length=1 + a / d if d else None,
-            accepted_per_position=list(s.accepted_per_position),
-            source=f"{s.engine} /metrics",
-        )
+    return out
+
+
+def _mean(values: list[float]) -> float:
+    return math.fsum(values) / len(values)
+
+
+def payload(s: Spec) -> Payload:
+    """A valid Payload whose figures are computed from the samples in ``s``, with the evidence
+    they are computed from (requests, windows, counter snapshots): every reader's recomputation
+    (bench.schema._invariants) agrees with it."""
+    n = len(s.decode)
+    agg = s.aggregate or [d * s.concurrency for d in s.decode]
+    iterations = _iterations(s, agg)
+    decode = [it.per_stream_mean_tok_s or 0.0 for it in iterations]
+    ttft = [_mean([r.ttft_ms or 0.0 for r in it.requests]) for it in iterations]
+    e2e = [_mean([r.e2e_ms or 0.0 for r in it.requests]) for it in iterations]
+    total = [
+        (PROMPT + OUTPUT) / ((r.e2e_ms or 1.0) / 1e3) for it in iterations for r in it.requests
+    ]
+    dec = summarize(decode)
+    acc = combine([it.acceptance for it in iterations if it.acceptance is not None])
+    if acc is not None:
+        acc = acc.model_copy(update={"source": f"{s.engine} /metrics"})
     invalid = any(r.severity == "invalid" for r in s.reasons)
     tokens = s.spec_tokens or (4 if s.method == "DFLASH" else 2 if s.method == "MTP" else None)
     return Payload(
         simulated=s.simulated,
-        hfId="btbtyler09/Qwen3.8-27B-GPTQ-4bit",
+        hfId=HF_ID,
         hardware=HARDWARE,
         engineName=s.engine,  # type: ignore[arg-type]
         engineVersion="0.0-test",
         quantization="GPTQ-4bit",
         tokSOut=dec.mean,
-        ttftMs=summarize(s.ttft).mean,
-        promptTokens=1044,
-        outputTokens=512,
-        samples=list(s.decode),
+        ttftMs=summarize(ttft).mean,
+        tokSTotal=_mean(total),
+        promptTokens=PROMPT,
+        outputTokens=OUTPUT,
+        samples=decode,
         sampleStats=SampleStats(
             min=dec.min, p50=dec.median, mean=dec.mean, max=dec.max, stddev=dec.stddev
         ),
@@ -159,6 +237,10 @@ def payload(s: Spec) -> Payload:
             specMethod=s.method,  # type: ignore[arg-type]
             specModel=s.draft_model,
             specNumTokens=tokens if s.method != "NONE" else None,
+            specDraftTokens=acc.draft_tokens if acc else None,
+            specAcceptedTokens=acc.accepted_tokens if acc else None,
+            specAcceptanceRate=acc.acceptance_rate if acc else None,
+            specMeanAcceptedLength=acc.mean_acceptance_length if acc else None,
             tensorParallel=2,
             concurrency=s.concurrency,
             temperature=0.0,
@@ -176,18 +258,16 @@ def payload(s: Spec) -> Payload:
                 toy_model=s.toy_model,
             ),
             workload=Workload(
-                prompt_tokens=1044,
-                max_tokens=512,
+                prompt_tokens=PROMPT,
+                max_tokens=OUTPUT,
                 concurrency=s.concurrency,
                 warmup=2,
                 iterations=n,
             ),
             figures=Figures(
                 decode_tok_s=dec,
-                ttft_ms=summarize(s.ttft),
-                e2e_ms=summarize(
-                    [t + 512 / d * 1000 for t, d in zip(s.ttft, s.decode, strict=True)]
-                ),
+                ttft_ms=summarize(ttft),
+                e2e_ms=summarize(e2e),
                 aggregate_tok_s=summarize(agg),
             ),
             iterations=iterations,
@@ -211,7 +291,7 @@ def _request_tokens(s: Spec, n: int) -> RequestSpecTokens | None:
         source="vllm metrics.speculative_decoding",
         verify_steps=steps,
         accepted_tokens=accepted,
-        draft_tokens=steps * (s.spec_tokens or 1),
+        draft_tokens=steps * (s.spec_tokens or (4 if s.method == "DFLASH" else 2)),
     )
 
 
@@ -368,10 +448,25 @@ def write_artifacts(
     (root / "experiment.lock.json").write_text(lock)
     (root / "hardware.json").write_text(HARDWARE.model_dump_json())
     (root / "provenance.json").write_text(json.dumps({"git": {"sha": "abc123"}}))
+    write_sums(root)
+    return root
+
+
+def set_hardware(root: Path, hw: Hardware) -> None:
+    """The run folder's machine made ``hw``, in hardware.json and in every payload alike (the
+    matrix writes both from one capture), with SHA256SUMS written again."""
+    for f in sorted((root / "payloads").glob("*.json")):
+        p = Payload.model_validate_json(f.read_text())
+        write_payload(f, p.model_copy(update={"hardware": hw}))
+    (root / "hardware.json").write_text(hw.model_dump_json())
+    write_sums(root)
+
+
+def write_sums(root: Path) -> None:
+    """SHA256SUMS over every file of the folder, as the matrix leaves it."""
     lines = [
         f"{sha256_file(f)}  {f.relative_to(root).as_posix()}"
         for f in sorted(root.rglob("*"))
         if f.is_file() and f.name != "SHA256SUMS"
     ]
     (root / "SHA256SUMS").write_text("\n".join(lines) + "\n")
-    return root

@@ -20,6 +20,10 @@ XDIST_FILE_GROUPS = {
     # so that they go to whichever worker is free instead of lengthening docker-e2e
     "test_readme_first_run.py": "readme",
     "test_images_registry.py": "registry",
+    # issue 47: both start from the demo's run folders (tests/demo_seed.py, ~15 s of demo runs
+    # made once per process): one worker makes them once instead of each worker again
+    "test_invariants.py": "demo-seeds",
+    "test_generative_artifacts.py": "demo-seeds",
 }
 #: The fresh-host tests grew to ~20 min of one worker, longer than the fleet: these run in a
 #: second group (its own provisioned target, ~3 min more, in another worker). The later stages
@@ -50,6 +54,7 @@ GROUP_ORDER = (
     "readme",
     "cli-errors",
     "registry",
+    "demo-seeds",
     "engine",
 )
 

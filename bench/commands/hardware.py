@@ -41,12 +41,14 @@ from bench.machine import (
 from bench.schema import Hardware
 
 
-def _check(**outputs: Path | None) -> None:
+def _check(inputs: tuple[Path | None, ...] = (), **outputs: Path | None) -> None:
     """Every output option checked before the command measures or writes anything (a folder
-    where the file goes, a folder that cannot be made): ``dump=Path`` is ``--dump``."""
+    where the file goes, a folder that cannot be made, a file the command reads):
+    ``dump=Path`` is ``--dump``."""
+    read = [p for p in inputs if p is not None]
     for option, path in outputs.items():
         if path is not None:
-            check_output_file(path, f"--{option.replace('_', '-')}")
+            check_output_file(path, f"--{option.replace('_', '-')}", inputs=read)
 
 
 def _write(out: Path | None, text: str, where: str = "--out") -> None:
@@ -77,7 +79,9 @@ def hardware_cmd(
     ] = None,
 ) -> None:
     """Capture this machine's GPUs (NVML, nvidia-smi as fallback) as hardware.json."""
-    _check(out=out, dump=dump)
+    _check((from_dump,), out=out, dump=dump)
+    if out is not None and dump is not None and out.absolute() == dump.absolute():
+        raise InputError("--dump", f"{dump} is --out too: give each its own file")
 
     if from_dump is not None:
         record = build_hardware(read_dump(from_dump))
@@ -104,7 +108,7 @@ def provenance_cmd(
     ] = None,
 ) -> None:
     """Record git SHA, versions, driver/CUDA, Docker and container toolkit as provenance.json."""
-    _check(out=out)
+    _check((experiment, hardware_json), out=out)
 
     if experiment is not None and not experiment.is_file():
         raise InputError(str(experiment), "experiment file not found")

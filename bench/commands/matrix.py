@@ -18,11 +18,21 @@ from bench.core import (
     TIMEOUT_S,
     InputError,
     RunError,
+    check_output_dir,
     describe_validation_error,
 )
 from bench.demo import DEMO_TIME_SCALE, demo_banner, run_categories_demo, run_demo
 from bench.engines import DEFAULT_MODEL_CACHE, load_pinned_experiment
-from bench.matrix import MatrixOptions, MatrixResult, render_plan, run_matrix
+from bench.matrix import (
+    LONG_MATRIX_S,
+    MatrixOptions,
+    MatrixResult,
+    duration,
+    render_plan,
+    run_matrix,
+    wall_time,
+)
+from bench.schema import Experiment
 
 
 def plan(
@@ -88,6 +98,10 @@ def matrix(
         Path | None,
         typer.Option(help="the pins lock (default: <experiment>.lock.yaml beside it)"),
     ] = None,
+    yes: Annotated[
+        bool,
+        typer.Option("--yes", help="start a matrix whose estimated wall time is over 4 h"),
+    ] = False,
 ) -> None:
     """Run every configuration: one server per configuration, every concurrency level.
 
@@ -96,6 +110,8 @@ def matrix(
 
     if launcher not in ("docker", "process"):
         raise InputError("--launcher", f"must be docker or process, not {launcher!r}")
+    # before anything is read or written: a folder that can be made, never an input
+    check_output_dir(out, "--out", inputs=[p for p in (experiment, pins_lock) if p is not None])
     if pins_lock is not None and not pins_lock.is_file():
         # a lock the user names must exist: a missing one would silently unpin every pin
         raise InputError(
@@ -123,10 +139,30 @@ def matrix(
         )
     except ValidationError as err:
         raise describe_validation_error("specbench matrix", err) from None
+    scale = (opts.time_scale or 1.0) if opts.emulated else None
+    _confirm_long(pinned.experiment, only, model_cache, scale, yes)
     result = run_matrix(pinned.experiment, opts, experiment_path=experiment, pinned=pinned)
     _print_outcomes(result)
     if result.failed:
         raise RunError(f"{len(result.failed)} configuration(s) failed: see {out}/status.json")
+
+
+def _confirm_long(
+    exp: Experiment, only: list[str] | None, model_cache: str | None, scale: float | None, yes: bool
+) -> None:
+    """A matrix `specbench plan` estimates past LONG_MATRIX_S says so, and starts only with
+    --yes (exit 2 before anything is written)."""
+    cache = model_cache or DEFAULT_MODEL_CACHE
+    seconds = wall_time(exp, only, model_cache=cache, time_scale=scale)
+    if seconds <= LONG_MATRIX_S:
+        return
+    line = (
+        f"the plan estimates {duration(seconds)} for this matrix (`specbench plan` shows each "
+        f"configuration), over {duration(LONG_MATRIX_S)}"
+    )
+    if not yes:
+        raise InputError("--yes", f"{line}: pass --yes to start it")
+    typer.echo(f"specbench: {line}; starting it (--yes)", err=True)
 
 
 def _print_outcomes(result: object) -> None:
@@ -168,6 +204,7 @@ def demo(
 
     Everything it writes is SIMULATED."""
 
+    check_output_dir(out, "--out")
     typer.echo(demo_banner(time_scale, seed_workload=seed_workload))
     result, report = run_demo(
         out,

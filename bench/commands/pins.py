@@ -12,13 +12,15 @@ from typing import Annotated
 
 import typer
 
-from bench.core import InputError, parse_yaml
+from bench.core import InputError, exists, parse_yaml
 from bench.engines import parse_experiment
 from bench.schema import (
     Experiment,
     PinnedExperiment,
+    PinsLock,
     Resolved,
     apply_lock,
+    check_host,
     experiment_path,
     forget_pins,
     lock_path_for,
@@ -64,18 +66,23 @@ def _experiment(path: Path, document: str | None) -> Experiment:
 
 
 def _lock_path(experiment: Path, lock: Path | None, *, must_exist: bool = True) -> Path:
-    """The lock's path. One named with --lock is a file, or (``show`` and ``record`` before
-    the first run resolved anything) a file to come in a folder that exists; ``forget`` needs
-    it to exist."""
+    """The lock's path. One named with --lock is a file (``show`` and ``forget``: one that
+    exists, unless ``show --lock-may-be-new``), or for ``record`` a file to come in a folder
+    that exists: a mistyped --lock is never read as 'nothing pinned'."""
     if lock is None:
         return lock_path_for(experiment_path(experiment))
     if lock.is_dir():
         raise InputError("--lock", f"{lock} is a folder, not a file")
     if not lock.parent.is_dir():
         raise InputError("--lock", f"no such folder: {lock.parent}")
-    if must_exist and not lock.is_file():
+    if must_exist and not exists(lock):
         raise InputError("--lock", f"no such file: {lock}")
     return lock
+
+
+def _read_named(path: Path, lock: Path | None, experiment: str) -> PinsLock:
+    """The lock; one named with --lock that exists must be a lock (an empty file is not)."""
+    return read_lock(path, experiment, named=lock is not None and exists(path))
 
 
 def _pairs(flag: str, values: list[str] | None) -> dict[str, str]:
@@ -126,11 +133,19 @@ def show(
     lock: LockOpt = None,
     document: DocumentOpt = None,
     as_json: Annotated[bool, typer.Option("--json", help="print JSON")] = False,
+    lock_may_be_new: Annotated[
+        bool,
+        typer.Option(
+            "--lock-may-be-new",
+            help="the --lock file may not exist yet (a first provision): read as no pins",
+        ),
+    ] = False,
 ) -> None:
     """Every image and model pin for one host, and where it comes from."""
     exp = _experiment(experiment, document)
-    path = _lock_path(experiment, lock, must_exist=False)
-    pinned = apply_lock(exp, read_lock(path, exp.name), host or socket.gethostname(), path)
+    path = _lock_path(experiment, lock, must_exist=lock is not None and not lock_may_be_new)
+    name = check_host(host) if host is not None else socket.gethostname()
+    pinned = apply_lock(exp, _read_named(path, lock, exp.name), name, path)
     if as_json:
         out = {
             "lock": str(path),
@@ -184,6 +199,7 @@ def record(
 ) -> None:
     """Add what a host resolved to the lock; refuse a value that differs from a pin (exit 2,
     with the fix). Prints {"changed": ..., "lock": ...}."""
+    check_host(host)
     exp = _experiment(experiment, document)
     path = _lock_path(experiment, lock, must_exist=False)
     found = Resolved(
@@ -196,9 +212,9 @@ def record(
     )
     # everything checked before anything is written: a refused value leaves no folder, no lock
     # and no guard file behind; then again under the lock (another host may have recorded since)
-    record_pins(exp, read_lock(path, exp.name), host, found, path)
+    record_pins(exp, _read_named(path, lock, exp.name), host, found, path)
     with locked(path):
-        old = read_lock(path, exp.name)
+        old = _read_named(path, lock, exp.name)
         new = record_pins(exp, old, host, found, path)
         changed = new != old
         if changed:
@@ -223,11 +239,13 @@ def forget(
     purpose)."""
     if not image and not model and not dataset:
         raise InputError("--image/--model/--dataset", "name at least one entry to forget")
+    if host is not None:
+        check_host(host)
     exp = _experiment(experiment, None)
     path = _lock_path(experiment, lock)
     with locked(path):
         new, gone = forget_pins(
-            read_lock(path, exp.name), image or [], model or [], host, dataset or []
+            _read_named(path, lock, exp.name), image or [], model or [], host, dataset or []
         )
         write_lock(path, new)
     for line in gone:

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from bench.core import InputError, check_not_inside
+from bench.core import InputError, check_output_dir
 from bench.report import publish as do_publish
 from bench.report import render_comparison, render_report
 from bench.report import verify_bundle as do_verify
@@ -32,6 +32,7 @@ def register(app: typer.Typer) -> None:
 
         if reference is not None and not reference.is_dir():
             raise InputError("--reference", f"no such folder: {reference}")
+        check_output_dir(out if out is not None else artifacts_dir / "report", "--out")
         if out is not None:
             # the report goes below or beside the run (default DIR/report), never into the
             # run folder itself or the reference: files its SHA256SUMS does not vouch for
@@ -53,7 +54,7 @@ def register(app: typer.Typer) -> None:
 
         # COMPARE.md goes apart from the runs: a file added to a run folder is one its
         # SHA256SUMS does not vouch for (and publish would copy it)
-        check_not_inside(out, "--out", run_dirs)
+        check_output_dir(out, "--out", inputs=run_dirs)
         typer.echo(str(render_comparison(run_dirs, out)))
 
     @app.command("publish")

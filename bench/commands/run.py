@@ -22,6 +22,7 @@ from bench.core import (
     NON_NEGATIVE,
     TIMEOUT_S,
     InputError,
+    check_output_file,
     describe_validation_error,
     ensure_writable_file,
     read_json_model,
@@ -161,8 +162,11 @@ def run(
     ] = True,
 ) -> None:
     """Measure one running engine endpoint and write a payload (exit 1 if the run is invalid)."""
+    # Checked before measuring: a long run must not be lost to a bad path at the end, and the
+    # payload never replaces a file the run reads
+    inputs = [p for p in (hardware, prompt_set, tokenizer) if p is not None]
+    check_output_file(out, "--out", inputs=inputs)
     hw = read_json_model(hardware, Hardware, source=f"--hardware {hardware}")
-    # Checked before measuring: a long run must not be lost to a bad path at the end.
     ensure_writable_file(out, "--out")
     if tokenizer is not None:
         tok_file = tokenizer / "tokenizer.json" if tokenizer.is_dir() else tokenizer

@@ -10,7 +10,7 @@ from typing import Annotated
 import typer
 
 from bench.commands._params import number
-from bench.core import DRAFT_NOISE
+from bench.core import DRAFT_NOISE, check_output_dir
 
 
 class Quantization(StrEnum):
@@ -86,6 +86,7 @@ def register(app: typer.Typer) -> None:
         Nothing is downloaded."""
         from bench.tinymodel import GptqOptions, TinyModelSpec, make_tiny_models
 
+        check_output_dir(out, "OUT")
         spec = TinyModelSpec() if draft_noise is None else TinyModelSpec(draft_noise=draft_noise)
         gptq = (
             GptqOptions(group_size=group_size, quantize_experts=gptq_experts)

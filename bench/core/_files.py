@@ -19,10 +19,10 @@
 from __future__ import annotations
 
 import errno
-import hashlib
 import os
 import secrets
 import shutil
+import tempfile
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
@@ -183,17 +183,58 @@ def remove_tree(path: Path, *, root: Path) -> None:
             raise WriteError(path, err) from None
 
 
-def sha256_file(path: Path) -> str:
-    h = hashlib.sha256()
-    with path.open("rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
+#: the longest path Linux takes (PATH_MAX); a name's own bound comes from its filesystem
+PATH_MAX = 4096
+NAME_MAX = 255
+
+
+def _existing_ancestor(path: Path) -> Path:
+    """The nearest folder above ``path`` (or ``path`` itself) that exists."""
+    here = path.absolute()
+    while not os.path.lexists(here) and here != here.parent:
+        here = here.parent
+    return here
+
+
+def check_names(path: Path, where: str) -> None:
+    """Refuse (InputError naming ``where``) a path the system cannot create: longer than
+    PATH_MAX, a name longer than its filesystem takes, a NUL. Checked before anything else
+    touches the path: on such a path even ``exists()`` raises."""
+    text = str(path.absolute())
+    if "\x00" in text:
+        raise InputError(where, "a path with a NUL character")
+    if len(os.fsencode(text)) >= PATH_MAX:
+        raise InputError(
+            where, f"a path of {len(os.fsencode(text))} bytes: the system takes {PATH_MAX - 1}"
+        )
+    try:
+        limit = os.pathconf(_existing_ancestor(path), "PC_NAME_MAX")
+    except (OSError, ValueError):
+        limit = NAME_MAX
+    for part in path.absolute().parts[1:]:
+        if len(os.fsencode(part)) > limit:
+            raise InputError(
+                where,
+                f"the name {part[:24]!r}... is {len(os.fsencode(part))} bytes: its filesystem "
+                f"takes {limit}",
+            )
+
+
+def _probe(folder: Path, where: str) -> None:
+    """Something can really be created in ``folder`` (a read-only or pseudo filesystem answers
+    os.access yes to root): a hidden folder made and removed at once."""
+    try:
+        os.rmdir(tempfile.mkdtemp(prefix=".specbench-probe-", dir=folder))
+    except OSError as err:
+        raise InputError(
+            where, f"nothing can be created in {folder}: {err.strerror or err}"
+        ) from None
 
 
 def ensure_dir(path: Path, where: str) -> Path:
     """Create the folder ``path`` (and its parents) or raise InputError naming ``where``."""
 
+    check_names(path, where)
     if path.exists() and not path.is_dir():
         raise InputError(where, f"{path} is a file, not a folder")
     try:
@@ -207,11 +248,13 @@ def ensure_writable_file(path: Path, where: str) -> Path:
     """Check up front that ``path`` can be written (its folder exists or can be made, and it is
     not a folder), so that a long run does not fail only when it saves its result."""
 
+    check_names(path, where)
     if path.is_dir():
         raise InputError(where, f"{path} is a folder, not a file")
     ensure_dir(path.parent, where)
     if not os.access(path.parent, os.W_OK):
         raise InputError(where, f"folder {path.parent} is not writable")
+    _probe(path.parent, where)
     return path
 
 
@@ -232,6 +275,10 @@ def _within(inner: Path, outer: Path) -> bool:
 def check_not_inside(out: Path, where: str, inputs: Iterable[Path]) -> None:
     """Refuse an output that is one of the ``inputs`` or inside one (links resolved)."""
     for src in inputs:
+        if out.resolve() == src.resolve():
+            raise InputError(
+                where, f"{out} is the input {src}: writing it would destroy what is read"
+            )
         if _within(out, src):
             raise InputError(
                 where,
@@ -241,6 +288,7 @@ def check_not_inside(out: Path, where: str, inputs: Iterable[Path]) -> None:
 
 def check_new_output(out: Path, where: str, inputs: Iterable[Path] = ()) -> None:
     """Before any write: ``out`` is a folder to create, or an empty one, apart from ``inputs``."""
+    check_names(out, where)
     if out.is_symlink():
         raise InputError(where, f"{out} is a symbolic link: give the folder itself")
     if out.exists() and not out.is_dir():
@@ -254,20 +302,30 @@ def check_new_output(out: Path, where: str, inputs: Iterable[Path] = ()) -> None
 def check_output_file(path: Path, where: str, inputs: Iterable[Path] = ()) -> None:
     """Before any write: ``path`` can become a file (not a folder, not an input, folder there or
     creatable)."""
+    check_names(path, where)
     if path.is_dir():
         raise InputError(where, f"{path} is a folder, not a file")
     check_not_inside(path, where, inputs)
     _check_parent(path, where)
 
 
+def check_output_dir(out: Path, where: str, inputs: Iterable[Path] = ()) -> None:
+    """Before any write: ``out`` can be (or is) a folder apart from ``inputs`` (it may hold
+    files: the command says which of them it replaces)."""
+    check_names(out, where)
+    if out.exists() and not out.is_dir():
+        raise InputError(where, f"{out} exists and is a file, not a folder")
+    check_not_inside(out, where, inputs)
+    _check_parent(out, where)
+
+
 def _check_parent(path: Path, where: str) -> None:
-    parent = path.absolute().parent
-    while not parent.exists():
-        parent = parent.parent
+    parent = _existing_ancestor(path.absolute().parent)
     if not parent.is_dir():
         raise InputError(where, f"{parent} is a file, not a folder")
     if not os.access(parent, os.W_OK | os.X_OK):
         raise InputError(where, f"folder {parent} is not writable")
+    _probe(parent, where)
 
 
 @contextmanager

@@ -2,16 +2,29 @@
 through here. Whatever the file holds, the answer is the parsed document or an InputError (exit
 2) that names the file and the reason: never a traceback, a hang or a silently misread value.
 
-- text: exists, is a file, at most ``max_bytes``, UTF-8 (the offset of the first bad byte named);
+- every file: exists and is a regular file (a folder, FIFO, socket or device is refused, and a
+  FIFO never blocks the reader: it is opened without waiting), at most ``max_bytes``;
+- text: UTF-8 (the offset of the first bad byte named), or lenient for logs other programs
+  write; JSON Lines split at ``\n`` only;
 - JSON: duplicate keys refused (naming the key), NaN and +-Infinity refused, nesting and
   integer size bounded;
 - YAML: the safe loader, duplicate mapping keys refused, aliases, nesting and the size with
-  aliases expanded bounded (a "billion laughs" document is refused before anything walks it).
+  aliases expanded bounded (a "billion laughs" document is refused before anything walks it);
+- TOML: nesting bounded.
+
+Nothing in bench/ reads a file any other way: tests/unit/test_one_reader.py fails on an
+``open``, ``read_text``, ``read_bytes``, ``json.load(s)``, ``yaml.*load`` or ``tomllib.load``
+outside this module (the few that parse an HTTP body or open a folder to lock it are listed
+there, each with its reason).
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
+import os
+import stat
+import tomllib
 from pathlib import Path
 from typing import Any, Final
 
@@ -23,29 +36,131 @@ from bench.core._errors import InputError, describe_yaml_error
 MAX_BYTES: Final = 64 * 1024 * 1024
 #: deeper nesting than any document of ours has (payloads: about 8)
 MAX_DEPTH: Final = 64
+#: a server's log, read whole (a long run's log grows past MAX_BYTES)
+MAX_LOG_BYTES: Final = 1024 * 1024 * 1024
 #: YAML aliases in one document (our experiment files use none)
 MAX_ALIASES: Final = 100
 #: values of a YAML document with its aliases expanded (an experiment has a few hundred)
 MAX_NODES: Final = 200_000
 
 
-def read_text(path: Path | str, *, what: str = "file", max_bytes: int = MAX_BYTES) -> str:
-    """The UTF-8 text of ``path``; InputError naming the path for a missing path, a folder, a
-    file over ``max_bytes`` or bytes that are not UTF-8."""
-    path = Path(path)
+def _open_regular(path: Path, what: str) -> tuple[int, int]:
+    """A read-only descriptor of ``path`` and its size, once it is known to be a regular file
+    (opened without blocking: a FIFO or a device never hangs the reader); InputError naming the
+    path for a missing path, a folder or any other kind of file."""
     try:
-        if not path.exists():
-            raise InputError(str(path), f"cannot read the {what}: no such file")
-        if not path.is_file():
-            raise InputError(str(path), f"cannot read the {what}: not a regular file")
-        size = path.stat().st_size
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except FileNotFoundError:
+        raise InputError(str(path), f"cannot read the {what}: no such file") from None
+    except IsADirectoryError:
+        raise InputError(str(path), f"cannot read the {what}: not a regular file") from None
+    except OSError as err:
+        raise InputError(str(path), f"cannot read the {what}: {err.strerror or err}") from None
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode):
+        os.close(fd)
+        raise InputError(str(path), f"cannot read the {what}: not a regular file")
+    return fd, st.st_size
+
+
+def _read_fd(fd: int, limit: int) -> bytes:
+    """Up to ``limit`` bytes from ``fd`` (a file that grows while it is read stops there)."""
+    chunks: list[bytes] = []
+    left = limit
+    while left > 0:
+        block = os.read(fd, min(left, 1 << 20))
+        if not block:
+            break
+        chunks.append(block)
+        left -= len(block)
+    return b"".join(chunks)
+
+
+def read_bytes(path: Path | str, *, what: str = "file", max_bytes: int = MAX_BYTES) -> bytes:
+    """The bytes of the regular file ``path``; InputError naming the path for a missing path, a
+    folder, a FIFO or device, or a file over ``max_bytes``."""
+    path = Path(path)
+    fd, size = _open_regular(path, what)
+    try:
         if size > max_bytes:
             raise InputError(
                 str(path), f"cannot read the {what}: {size} bytes, over the {max_bytes} read"
             )
-        raw = path.read_bytes()
+        raw = _read_fd(fd, max_bytes + 1)
     except OSError as err:
         raise InputError(str(path), f"cannot read the {what}: {err.strerror or err}") from None
+    finally:
+        os.close(fd)
+    if len(raw) > max_bytes:  # /proc files and the like say 0 bytes and hold more
+        raise InputError(str(path), f"cannot read the {what}: over the {max_bytes} bytes read")
+    return raw
+
+
+def read_head(path: Path | str, size: int, *, what: str = "file") -> bytes:
+    """The first ``size`` bytes of the regular file ``path`` (fewer when it is shorter): a
+    header of a file too large to read whole (a checkpoint's safetensors)."""
+    path = Path(path)
+    fd, _ = _open_regular(path, what)
+    try:
+        return _read_fd(fd, size)
+    except OSError as err:
+        raise InputError(str(path), f"cannot read the {what}: {err.strerror or err}") from None
+    finally:
+        os.close(fd)
+
+
+def sha256_file(path: Path | str, *, what: str = "file") -> str:
+    """sha256 of the regular file ``path``, read in blocks (any size)."""
+    path = Path(path)
+    fd, _ = _open_regular(path, what)
+    h = hashlib.sha256()
+    try:
+        while block := os.read(fd, 1 << 20):
+            h.update(block)
+    except OSError as err:
+        raise InputError(str(path), f"cannot read the {what}: {err.strerror or err}") from None
+    finally:
+        os.close(fd)
+    return h.hexdigest()
+
+
+def sha256_ranges(
+    path: Path | str, ranges: list[tuple[int, int, bytes]], *, what: str = "file"
+) -> list[str]:
+    """One sha256 per ``(begin, end, prefix)`` byte range of the regular file ``path``, each
+    over ``prefix`` then the range's bytes, read in blocks (a tensor of a checkpoint too large
+    to read whole); InputError where a range runs past the end of the file."""
+    path = Path(path)
+    fd, size = _open_regular(path, what)
+    out: list[str] = []
+    try:
+        for begin, end, prefix in ranges:
+            if not 0 <= begin <= end <= size:
+                raise InputError(str(path), f"the {what} ends before byte {end}")
+            h = hashlib.sha256(prefix)
+            os.lseek(fd, begin, os.SEEK_SET)
+            left = end - begin
+            while left > 0 and (block := os.read(fd, min(left, 1 << 20))):
+                h.update(block)
+                left -= len(block)
+            out.append(h.hexdigest())
+    except OSError as err:
+        raise InputError(str(path), f"cannot read the {what}: {err.strerror or err}") from None
+    finally:
+        os.close(fd)
+    return out
+
+
+def read_text(
+    path: Path | str, *, what: str = "file", max_bytes: int = MAX_BYTES, lenient: bool = False
+) -> str:
+    """The UTF-8 text of ``path``; InputError naming the path for a missing path, a folder, a
+    file over ``max_bytes`` or bytes that are not UTF-8. ``lenient``: a log another program
+    wrote, whose bad bytes become U+FFFD instead of a refusal."""
+    path = Path(path)
+    raw = read_bytes(path, what=what, max_bytes=max_bytes)
+    if lenient:
+        return raw.decode("utf-8", errors="replace")
     try:
         return raw.decode("utf-8")
     except UnicodeDecodeError as err:
@@ -54,6 +169,33 @@ def read_text(path: Path | str, *, what: str = "file", max_bytes: int = MAX_BYTE
             str(path),
             f"cannot read the {what}: not UTF-8 text (byte 0x{bad} at offset {err.start})",
         ) from None
+
+
+def read_tail(path: Path | str, max_bytes: int, *, what: str = "log") -> str:
+    """The last ``max_bytes`` of a log another program writes (lenient UTF-8): a server's log
+    may grow past what is read whole."""
+    path = Path(path)
+    fd, size = _open_regular(path, what)
+    try:
+        os.lseek(fd, max(0, size - max_bytes), os.SEEK_SET)
+        raw = _read_fd(fd, max_bytes)
+    except OSError as err:
+        raise InputError(str(path), f"cannot read the {what}: {err.strerror or err}") from None
+    finally:
+        os.close(fd)
+    return raw.decode("utf-8", errors="replace")
+
+
+def read_log(path: Path | str) -> str:
+    """A server's log, whole (up to MAX_LOG_BYTES), its bad bytes as U+FFFD."""
+    return read_text(path, what="server log", max_bytes=MAX_LOG_BYTES, lenient=True)
+
+
+def exists(path: Path | str) -> bool:
+    """Whether anything is at ``path`` (a dangling link counts: it is there and unreadable).
+    An optional file is absent only when this is False; anything else there is read, and
+    refused if it is not a regular file."""
+    return os.path.lexists(path)
 
 
 def _depth(obj: Any) -> int:
@@ -104,6 +246,55 @@ def parse_json(text: str | bytes, where: str) -> Any:
 
 def read_json(path: Path, *, what: str = "JSON file", max_bytes: int = MAX_BYTES) -> Any:
     return parse_json(read_text(path, what=what, max_bytes=max_bytes), str(path))
+
+
+def read_optional_json(path: Path, *, what: str = "JSON file") -> Any | None:
+    """``read_json`` of an optional file: None when nothing is there; a folder, a FIFO or a
+    file that is not JSON is refused (never taken for absent)."""
+    return read_json(path, what=what) if exists(path) else None
+
+
+#: the safetensors format's own bound on its JSON header (safetensors/src/tensor.rs MAX_HEADER_SIZE)
+MAX_SAFETENSORS_HEADER: Final = 100_000_000
+
+
+def read_safetensors_header(path: Path) -> tuple[dict[str, Any], int]:
+    """The JSON header of a ``.safetensors`` file and where its data begins, without reading the
+    tensors: an 8-byte little-endian length, then that many bytes of JSON (a mapping)."""
+    head = read_head(path, 8, what="safetensors file")
+    size = int.from_bytes(head, "little") if len(head) == 8 else -1
+    if not 0 < size <= MAX_SAFETENSORS_HEADER:
+        raise InputError(str(path), "not a safetensors file: no header length a header can have")
+    raw = read_head(path, 8 + size, what="safetensors file")[8:]
+    if len(raw) != size:
+        raise InputError(str(path), "not a safetensors file: it ends inside its header")
+    header = parse_json(raw, str(path))
+    if not isinstance(header, dict):
+        raise InputError(str(path), "not a safetensors file: its header is not a JSON object")
+    return header, 8 + size
+
+
+def parse_toml(text: str, where: str) -> dict[str, Any]:
+    """``text`` as TOML, or InputError(where, reason)."""
+    try:
+        data = tomllib.loads(text)
+    except (tomllib.TOMLDecodeError, RecursionError) as err:
+        raise InputError(where, f"not valid TOML: {err}") from None
+    if _depth(data) > MAX_DEPTH:
+        raise InputError(where, f"not valid TOML: nested deeper than {MAX_DEPTH}")
+    return data
+
+
+def json_lines(text: str) -> list[tuple[int, str]]:
+    """The records of a JSON Lines text, numbered from 1: records end at ``\\n`` only (the
+    JSON Lines rule), so U+2028, U+0085 or a lone ``\\r`` inside a string stay in it; a
+    ``\\r`` before the ``\\n`` is dropped, and blank lines are skipped."""
+    out: list[tuple[int, str]] = []
+    for n, line in enumerate(text.split("\n"), 1):
+        line = line.removesuffix("\r")
+        if line.strip(" \t"):
+            out.append((n, line))
+    return out
 
 
 class _StrictLoader(yaml.SafeLoader):

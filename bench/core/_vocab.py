@@ -17,6 +17,10 @@ ENGINE_NAMES: Final[tuple[EngineName, ...]] = ("vllm", "sglang")
 # The tag bench.emulator.image builds and the matrix runs in emulate mode.
 EMULATOR_IMAGE: Final = "specbench/emulator:dev"
 
+#: a served model's alias (``--served-model-name``, the request's ``model``): a name, never
+#: free text; it is printed in plans and reports and matched against the server's answers
+SERVED_NAME: Final = r"^[A-Za-z0-9][A-Za-z0-9._:/@+-]{0,127}$"
+
 # Every artifact of an emulated run carries this line; publish refuses it.
 SIMULATED_BANNER: Final = (
     "SIMULATED: produced by the specbench emulator, not by a real engine or GPU."

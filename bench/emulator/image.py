@@ -16,11 +16,10 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import tomllib
 from pathlib import Path
 from typing import Any
 
-from bench.core import EMULATOR_IMAGE
+from bench.core import EMULATOR_IMAGE, parse_toml, read_text
 
 DEFAULT_TAG = EMULATOR_IMAGE
 BASE_IMAGE = "specbench/base:bookworm"
@@ -57,7 +56,7 @@ def build_wheelhouse(dest: Path, python: str = sys.executable) -> list[Path]:
 
 def locked_versions(lock: Path) -> dict[str, str]:
     """Every package's version in a uv lock file (the project itself excluded)."""
-    data = tomllib.loads(lock.read_text())
+    data = parse_toml(read_text(lock, what="uv lock"), str(lock))
     return {
         str(pkg["name"]): str(pkg["version"])
         for pkg in data["package"]

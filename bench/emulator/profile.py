@@ -16,10 +16,9 @@ from importlib import resources
 from pathlib import Path
 from typing import Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from bench.core import TimeScale, describe_yaml_error
+from bench.core import InputError, TimeScale, exists, parse_yaml, read_text
 
 PROFILE_DIR = "profiles"
 
@@ -335,23 +334,18 @@ def shipped_profiles() -> list[str]:
 def load_profile(name_or_path: str | Path) -> Profile:
     """Load a shipped profile by name (``vllm-dflash``) or any YAML file by path."""
     path = Path(name_or_path)
-    if path.suffix in (".yaml", ".yml") or path.exists():
-        try:
-            text = path.read_text(encoding="utf-8")
-        except OSError as err:
-            raise ProfileError(f"{path}: cannot read: {err.strerror}") from err
-        source = str(path)
-    else:
-        res = resources.files("bench.emulator").joinpath(PROFILE_DIR, f"{name_or_path}.yaml")
-        if not res.is_file():
+    source = str(path)
+    if not (path.suffix in (".yaml", ".yml") or exists(path)):
+        path = Path(str(resources.files("bench.emulator").joinpath(PROFILE_DIR)))
+        path = path / f"{name_or_path}.yaml"
+        if not path.is_file():
             known = ", ".join(shipped_profiles())
             raise ProfileError(f"profile {name_or_path!r}: unknown (shipped: {known})")
-        text = res.read_text(encoding="utf-8")
         source = f"profile {name_or_path}"
     try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as err:
-        raise ProfileError(f"{source}: not valid YAML: {describe_yaml_error(err)}") from err
+        data = parse_yaml(read_text(path, what="emulator profile"), source)
+    except InputError as err:
+        raise ProfileError(f"{source}: {err.reason}") from None
     try:
         return Profile.model_validate(data)
     except ValidationError as err:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Final
 
+from bench.core import InputError, parse_json
 from bench.engines._base import (
     Engine,
     GraphPatterns,
@@ -175,7 +176,9 @@ class VLLM(Engine):
 
     def depth_args(self, args: list[str], k: int) -> list[str]:
         """``num_speculative_tokens`` of ``--speculative-config`` set to ``k``."""
-        spec = json.loads(flag_value(args, "--speculative-config") or "{}")
+        spec = parse_json(flag_value(args, "--speculative-config") or "{}", "--speculative-config")
+        if not isinstance(spec, dict):
+            raise InputError("--speculative-config", "must be a JSON object")
         spec["num_speculative_tokens"] = k
         return with_flag(args, "--speculative-config", json.dumps(spec, separators=(",", ":")))
 
@@ -186,9 +189,10 @@ class VLLM(Engine):
         if not raw:
             return [f"method {cfg.method} needs --speculative-config"]
         try:
-            spec = json.loads(raw)
-        except json.JSONDecodeError as err:
-            return [f"--speculative-config is not JSON: {err}"]
+            spec = parse_json(raw, "--speculative-config")
+        except InputError as err:
+            why = err.reason.removeprefix("cannot read JSON: ")
+            return [f"--speculative-config is not JSON: {why}"]
         if not isinstance(spec, dict):
             return ["--speculative-config must be a JSON object"]
         problems: list[str] = []

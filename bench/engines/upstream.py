@@ -28,7 +28,15 @@ import tempfile
 import zipfile
 from pathlib import Path
 
-from bench.core import InputError, RunError, StrictModel, sha256_file, write_text
+from bench.core import (
+    InputError,
+    RunError,
+    StrictModel,
+    read_bytes,
+    read_json,
+    sha256_file,
+    write_text,
+)
 from bench.engines._experiment import load_experiment
 from bench.schema import UNRESOLVED
 
@@ -199,11 +207,11 @@ def _cached_source(pkg: PinnedPackage, dest: Path) -> UpstreamSource | None:
     if not marker.is_file():
         return None
     try:
-        data = json.loads(marker.read_text(encoding="utf-8"))
+        data = read_json(marker, what="upstream source marker")
         return UpstreamSource(
             package=pkg, root=dest, wheel=str(data["wheel"]), wheel_sha256=str(data["sha256"])
         )
-    except (ValueError, KeyError, TypeError):
+    except (InputError, KeyError, TypeError):
         return None  # a damaged marker: extract again
 
 
@@ -250,7 +258,7 @@ def patches_sha256(patch_dir: Path = PATCH_DIR) -> str:
     """sha256 of the sorted patches concatenated (the Dockerfile computes the same)."""
     digest = hashlib.sha256()
     for patch in sorted(patch_dir.glob("*.patch")):
-        digest.update(patch.read_bytes())
+        digest.update(read_bytes(patch, what="patch"))
     return digest.hexdigest()
 
 

@@ -13,7 +13,7 @@ from typing import Final, Literal
 
 from pydantic import Field
 
-from bench.core import StrictModel, read_json_model
+from bench.core import InputError, StrictModel, read_json_model, read_text
 
 DUMP_SCHEMA: Final = "specbench.nvml-dump/1"
 
@@ -87,8 +87,8 @@ class NvmlDump(StrictModel):
 
 def _read(path: str) -> str:
     try:
-        return Path(path).read_text(encoding="utf-8", errors="replace")
-    except OSError:
+        return read_text(path, what="host file", lenient=True)
+    except InputError:
         return ""
 
 

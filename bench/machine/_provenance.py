@@ -9,19 +9,25 @@ injectable so the matrix and the tests decide what is probed.
 
 from __future__ import annotations
 
-import json
 import platform
 import re
 import sys
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Final, Literal
+from typing import Final, Literal
 
 from pydantic import ConfigDict, Field
 
 from bench import __version__
-from bench.core import StrictModel, sha256_file
+from bench.core import (
+    InputError,
+    StrictModel,
+    exists,
+    parse_json,
+    read_json_model,
+    sha256_file,
+)
 from bench.machine._dump import capture_host
 from bench.machine._smi import Runner, run_command
 from bench.schema import Hardware
@@ -134,12 +140,12 @@ def git_info(repo_dir: Path, run: Runner = run_command) -> GitInfo | None:
 
 def _source_record(path: Path, notes: list[str]) -> GitInfo | None:
     """The sender's record of a tree copied without .git; None when there is none."""
-    if not path.is_file():
+    if not exists(path):
         return None
     try:
-        info = GitInfo.model_validate_json(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as err:
-        notes.append(f"{path.name}: unreadable source record ({type(err).__name__})")
+        info = read_json_model(path, GitInfo)
+    except InputError as err:
+        notes.append(f"{path.name}: unreadable source record ({err.reason})")
         return None
     return info.model_copy(update={"via": info.via or f"{path.name} (no .git on this host)"})
 
@@ -150,8 +156,10 @@ def docker_info(run: Runner = run_command) -> DockerInfo | None:
     if not raw:
         return None
     try:
-        ver: dict[str, Any] = json.loads(raw)
-    except json.JSONDecodeError:
+        ver = parse_json(raw, "docker version")
+    except InputError:
+        return None
+    if not isinstance(ver, dict):
         return None
     client = ver.get("Client") or {}
     server = ver.get("Server") or {}
@@ -160,11 +168,12 @@ def docker_info(run: Runner = run_command) -> DockerInfo | None:
     info_raw = run(["docker", "info", "--format", "{{json .}}"])
     if info_raw:
         try:
-            info: dict[str, Any] = json.loads(info_raw)
+            info = parse_json(info_raw, "docker info")
+        except InputError:
+            info = None
+        if isinstance(info, dict):
             runtimes = sorted((info.get("Runtimes") or {}).keys())
             default = info.get("DefaultRuntime")
-        except json.JSONDecodeError:
-            pass
     return DockerInfo(
         clientVersion=client.get("Version"),
         serverVersion=server.get("Version"),
@@ -213,12 +222,12 @@ def _driver_from_nvml() -> tuple[str | None, str | None]:
 
 def _driver_install(path: Path, notes: list[str]) -> DriverInstall | None:
     """The Ansible driver record when this host has one; a note when it does not parse."""
-    if not path.is_file():
+    if not exists(path):
         return None
     try:
-        return DriverInstall.model_validate_json(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as err:
-        notes.append(f"{path}: unreadable driver record ({type(err).__name__})")
+        return read_json_model(path, DriverInstall)
+    except InputError as err:
+        notes.append(f"{path}: unreadable driver record ({err.reason})")
         return None
 
 

@@ -16,15 +16,13 @@ measurement error, not a fast engine.
 
 from __future__ import annotations
 
-import json
-import struct
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Final, Literal
 
 from pydantic import Field
 
-from bench.core import StrictModel
+from bench.core import InputError, StrictModel, read_safetensors_header
 from bench.schema import CheckpointBytes, Hardware
 
 ABOVE_CEILING_FACTOR: Final = 1.15
@@ -165,15 +163,13 @@ def decode_bytes_from_checkpoint(model_dir: Path) -> CheckpointBytes | None:
     sizes = {"decode": 0, "mtp": 0, "vision": 0, "embedding": 0}
     try:
         for f in files:
-            with f.open("rb") as fh:
-                (n,) = struct.unpack("<Q", fh.read(8))
-                header = json.loads(fh.read(n))
+            header, _ = read_safetensors_header(f)
             for name, meta in header.items():
                 if name == "__metadata__":
                     continue
                 start, end = meta["data_offsets"]
                 sizes[_tensor_class(name)] += int(end) - int(start)
-    except (OSError, ValueError, KeyError, TypeError, struct.error):
+    except (InputError, ValueError, KeyError, TypeError):
         return None
     return CheckpointBytes(
         path=str(model_dir),

@@ -9,7 +9,7 @@ from bench.matrix._checkpoint_files import CheckReport, Finding
 from bench.matrix._configuration import launch_record
 from bench.matrix._launch import DockerLauncher, scrub
 from bench.matrix._options import MatrixOptions, MatrixResult
-from bench.matrix._plan import render_plan
+from bench.matrix._plan import LONG_MATRIX_S, duration, render_plan, wall_time
 from bench.matrix._preflight import (
     check_checkpoint,
     check_models_dir,
@@ -19,6 +19,7 @@ from bench.matrix._preflight import (
 from bench.matrix._run import run_matrix
 
 __all__ = [
+    "LONG_MATRIX_S",
     "Artifacts",
     "CheckReport",
     "DockerLauncher",
@@ -28,9 +29,11 @@ __all__ = [
     "check_checkpoint",
     "check_models_dir",
     "check_target",
+    "duration",
     "launch_record",
     "render_plan",
     "render_text",
     "run_matrix",
     "scrub",
+    "wall_time",
 ]

@@ -22,13 +22,16 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
-from bench.core import InputError, links_inside, read_text, sha256_file, write_text
+from bench.core import InputError, exists, links_inside, sha256_file, write_text
 from bench.schema import (
     LOCK_FILE,
     STATUS_FILE,
+    SUMS,
     WEIGHTS_FILE,
     Payload,
     read_payload,
+    read_sums,
+    sums_text,
     write_payload,
 )
 
@@ -36,7 +39,6 @@ HARDWARE = "hardware.json"
 PROVENANCE = "provenance.json"
 #: copy of the SGLang upstream-suite record (bench.engines.upstream.suite_record_path)
 SUITE_RECORD = "upstream/sglang-suite.json"
-SUMS = "SHA256SUMS"
 
 
 @dataclass(frozen=True)
@@ -113,22 +115,15 @@ class Artifacts:
         write_payload(path, payload, root=self.root)
         listed = self.listed()
         listed[path.relative_to(self.root).as_posix()] = sha256_file(path)
-        lines = [f"{digest}  {name}" for name, digest in sorted(listed.items())]
-        write_text(self.sums, "\n".join(lines) + "\n", root=self.root)
+        write_text(self.sums, sums_text(listed), root=self.root)
         return path
 
     def listed(self) -> dict[str, str]:
         """SHA256SUMS as file name -> sha256 (empty when there is none or it cannot be read)."""
         try:
-            text = read_text(self.sums, what=SUMS) if self.sums.is_file() else ""
+            return read_sums(self.sums) if exists(self.sums) else {}
         except InputError:
             return {}
-        out: dict[str, str] = {}
-        for line in text.splitlines():
-            digest, sep, name = line.partition("  ")
-            if sep:
-                out[name] = digest
-        return out
 
     def distrust(self, config: str, concurrency: int) -> str | None:
         """Why a resume may not keep a payload that is on disk (None: it may): its bytes are
@@ -180,15 +175,14 @@ class Artifacts:
         )
 
     def write_sums(self) -> Path:
-        lines = [f"{sha256_file(p)}  {p.relative_to(self.root).as_posix()}" for p in self.files()]
-        write_text(self.sums, "\n".join(lines) + ("\n" if lines else ""), root=self.root)
+        listed = {p.relative_to(self.root).as_posix(): sha256_file(p) for p in self.files()}
+        write_text(self.sums, sums_text(listed), root=self.root)
         return self.sums
 
     def check_sums(self) -> list[str]:
         """Problems with SHA256SUMS (missing file, wrong hash); empty when it all agrees."""
         problems: list[str] = []
-        for line in self.sums.read_text().splitlines():
-            digest, _, name = line.partition("  ")
+        for name, digest in read_sums(self.sums).items():
             path = self.root / name
             if not path.exists():
                 problems.append(f"{name}: missing")

@@ -10,7 +10,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from bench.core import EngineName, StrictModel
+from bench.core import EngineName, InputError, StrictModel, exists, read_json
 from bench.engines.checkpoint_rules import (
     RULES_VERSION,
 )
@@ -174,7 +174,9 @@ class Collector:
 
 
 def read_config_json(path: Path) -> Any:
-    return json.loads(path.read_text(encoding="utf-8"))
+    """A checkpoint's JSON file through the reading layer (a folder, a binary, a document nested
+    thousands deep: InputError naming the file, never a RecursionError)."""
+    return read_json(path, what="checkpoint file")
 
 
 def load_configs(
@@ -182,15 +184,15 @@ def load_configs(
 ) -> Any | None:
     """Parse a JSON file into ``model``; an unreadable file is an error finding per engine."""
     engines = list(engines)
-    try:
-        raw = read_config_json(path)
-    except FileNotFoundError:
+    if not exists(path):
         for eng in engines:
             col.add("error", eng, path, "<file>", MISSING, "file not found", "-")
         return None
-    except (OSError, ValueError) as err:
+    try:
+        raw = read_config_json(path)
+    except InputError as err:
         for eng in engines:
-            col.add("error", eng, path, "<file>", MISSING, f"unreadable JSON: {err}", "-")
+            col.add("error", eng, path, "<file>", MISSING, f"unreadable: {err.reason}", "-")
         return None
     try:
         return model.model_validate(raw)

@@ -20,6 +20,8 @@ from bench.core import (
     RunError,
     SpecbenchError,
     WriteError,
+    exists,
+    read_log,
     remove_file,
     utc_now,
     write_text,
@@ -358,7 +360,7 @@ def run_configuration(ctx: RunContext, cfg: Configuration, outcome: Outcome) -> 
     log_path = arts.log(cfg.name)
     # A resumed configuration: the earlier attempt's log (the evidence of why it stopped) is
     # kept, and this server's log follows it (a process launcher writes log_path live).
-    earlier = log_path.read_text(encoding="utf-8", errors="replace") if log_path.is_file() else ""
+    earlier = read_log(log_path) if exists(log_path) else ""
     argv = engine.server_argv(cfg, exp)
     prestarted = ctx.prestarted.pop(cfg.name, None)
     spec = ctx.prestarted_specs.pop(cfg.name, spec)  # a prestarted server ran its own spec

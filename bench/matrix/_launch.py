@@ -25,7 +25,7 @@ from typing import Any, Protocol
 
 import httpx
 
-from bench.core import InputError, RunError, open_stream
+from bench.core import InputError, RunError, open_stream, read_log
 from bench.engines import LABEL_MANAGED, TOKEN_ENV, ContainerSpec
 
 TAIL_LINES = 40
@@ -137,8 +137,8 @@ class ProcessServer:
 
     def log_text(self) -> str:
         try:
-            return self.log_path.read_text(encoding="utf-8", errors="replace")
-        except OSError:
+            return read_log(self.log_path)
+        except InputError:
             return ""
 
     def stop(self) -> None:

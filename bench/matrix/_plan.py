@@ -10,8 +10,9 @@ labelled as such; the real run takes what it takes.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Final
 
-from bench.core import StrictModel
+from bench.core import StrictModel, md_cell, md_code, md_fence, md_inline
 from bench.emulator.runner import resolve_profile
 from bench.engines import DEFAULT_MODEL_CACHE, flag_value, get_engine, plan_entries
 from bench.measure import dataset_file, experiment_prompt_set
@@ -80,9 +81,58 @@ def categories(experiment: Experiment, model_cache: str | None = None) -> list[s
     return loaded.categories() if loaded is not None else []
 
 
+#: a matrix estimated to run longer than this starts only when told to (``matrix --yes``)
+LONG_MATRIX_S: Final = 4 * 3600.0
+
+
+def wall_time(
+    experiment: Experiment,
+    only: list[str] | None = None,
+    *,
+    model_cache: str = DEFAULT_MODEL_CACHE,
+    time_scale: float | None = None,
+) -> float:
+    """The plan's estimated wall time of the selected configurations (seconds), on the
+    emulator's clock scaled by ``time_scale`` where one is given."""
+    cats = categories(experiment, model_cache)
+    total = sum(
+        estimate(experiment, cfg, model_cache=model_cache, cats=cats).total_s
+        for cfg in experiment.select(only)
+    )
+    return total * (time_scale if time_scale is not None else 1.0)
+
+
 def duration(seconds: float) -> str:
     minutes = round(seconds / 60)
     return f"{minutes // 60} h {minutes % 60:02d} min" if minutes >= 60 else f"{minutes} min"
+
+
+def _prompt_set_line(experiment: Experiment, model_cache: str, cats: list[str]) -> str:
+    """The plan's sentence on the experiment's prompt set (it has one)."""
+    w = experiment.workload
+    if w.prompt_set is None:
+        return ""
+    ds = w.prompt_set.dataset
+    where = (
+        f"dataset {md_inline(ds.hf_id)}@{ds.revision} {md_code(ds.file)}, read from "
+        f"{md_code(dataset_file(w.prompt_set.name, ds, Path(model_cache)))}"
+        if ds is not None
+        else md_code(w.prompt_set.path)
+    )
+    each = (
+        f"{len(cats)} categories ({', '.join(cats)}), each measured as its own windows "
+        "(warmup + iterations per category and level)"
+        if cats
+        else "categories unknown until the models stage (`make provision`) fetches the "
+        "dataset there (estimated as one window)"
+    )
+    thinking = "not sent (template default)"
+    if w.enable_thinking is not None:
+        thinking = str(w.enable_thinking).lower()
+    return (
+        f"Prompt set {md_code(w.prompt_set.name)} ({where}): {each}; real text through the "
+        f"chat template, enable_thinking {thinking}; prompt_tokens only sizes this estimate."
+    )
 
 
 def render_plan(
@@ -94,13 +144,14 @@ def render_plan(
     """The plan as Markdown (what ``specbench plan`` prints)."""
     w = experiment.workload
     lines = [
-        f"# Plan: {experiment.name}",
+        f"# Plan: {md_inline(experiment.name)}",
         "",
-        f"Target: {experiment.target.hf_id} @ {experiment.target.revision}"
-        f" ({experiment.target.path}); served as `{experiment.served_model}`.",
+        f"Target: {md_inline(experiment.target.hf_id)} @ {experiment.target.revision}"
+        f" ({md_code(experiment.target.path)}); served as {md_code(experiment.served_model)}.",
         *[
-            f"Configuration `{c.name}` serves {experiment.target_for(c).hf_id}"
-            f" ({experiment.target_for(c).path}): the target in the layout {c.engine} loads."
+            f"Configuration {md_code(c.name)} serves {md_inline(experiment.target_for(c).hf_id)}"
+            f" ({md_code(experiment.target_for(c).path)}): the target in the layout {c.engine}"
+            " loads."
             for c in experiment.configurations
             if c.target_model is not None and c.target_model != experiment.target_model
         ],
@@ -110,30 +161,7 @@ def render_plan(
     ]
     cats = categories(experiment, model_cache)  # read once, for the text and each estimate
     if w.prompt_set is not None:
-        ds = w.prompt_set.dataset
-        where = (
-            f"dataset {ds.hf_id}@{ds.revision} {ds.file}, read from "
-            f"{dataset_file(w.prompt_set.name, ds, Path(model_cache))}"
-            if ds is not None
-            else w.prompt_set.path
-        )
-        each = (
-            f"{len(cats)} categories ({', '.join(cats)}), each measured as its own windows "
-            "(warmup + iterations per category and level)"
-            if cats
-            else "categories unknown until the models stage (`make provision`) fetches the "
-            "dataset there (estimated as one window)"
-        )
-        thinking = (
-            "not sent (template default)"
-            if w.enable_thinking is None
-            else str(w.enable_thinking).lower()
-        )
-        lines += [
-            f"Prompt set `{w.prompt_set.name}` ({where}): {each}; real text through the chat "
-            f"template, enable_thinking {thinking}; prompt_tokens only sizes this estimate.",
-            "",
-        ]
+        lines += [_prompt_set_line(experiment, model_cache, cats), ""]
     estimates = [
         estimate(experiment, cfg, model_cache=model_cache, cats=cats)
         for cfg in experiment.select(only)
@@ -153,25 +181,25 @@ def render_plan(
             "--allow-unpinned):",
             "",
         ]
-        lines += [f"- {u}" for u in unresolved]
+        lines += [f"- {md_inline(u)}" for u in unresolved]
         lines.append("")
     for e in plan_entries(experiment, only, model_cache=model_cache):
         spec = f"{e.method} k={e.spec_num_tokens}" if e.spec_num_tokens else e.method
-        lines += [f"## {e.name} ({e.engine}, {spec})", ""]
+        lines += [f"## {md_inline(e.name)} ({e.engine}, {md_inline(spec)})", ""]
         est = next(x for x in estimates if x.name == e.name)
         lines.append(
-            f"Image: `{e.image}`; concurrency {', '.join(map(str, e.concurrency))}; "
+            f"Image: {md_code(e.image)}; concurrency {', '.join(map(str, e.concurrency))}; "
             f"estimated {duration(est.total_s)}."
         )
         if e.expect_invalid:
-            lines.append(f"Expected invalid: {e.expect_invalid}")
-        lines += ["", "Server command:", "", "```", e.command, "```", ""]
-        lines += ["Docker:", "", "```", e.docker_run, "```", ""]
+            lines.append(f"Expected invalid: {md_inline(e.expect_invalid)}")
+        lines += ["", "Server command:", "", md_fence(e.command, ""), ""]
+        lines += ["Docker:", "", md_fence(e.docker_run, ""), ""]
         if e.deviations:
             lines += ["| flag | seed | used | reason |", "|---|---|---|---|"]
             for d in e.deviations:
                 cells = [d.flag, d.seed or "-", d.used or "(dropped)", d.reason]
-                lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
+                lines.append("| " + " | ".join(md_cell(c) for c in cells) + " |")
             lines.append("")
     return "\n".join(lines)
 

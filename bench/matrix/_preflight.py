@@ -93,8 +93,8 @@ def _quant_source(
     if qfile.is_file() and _uses_flag(experiment, engine, "--quantization"):
         try:
             return read_config_json(qfile), qfile, ""
-        except (OSError, ValueError) as err:
-            return f"unreadable: {err}", qfile, ""  # type: ignore[return-value]  # fails validation
+        except InputError as err:
+            return f"unreadable: {err.reason}", qfile, ""  # type: ignore[return-value]  # fails validation
     return None, config_json, "quantization_config."
 
 
@@ -383,7 +383,7 @@ def _target_layers(target_dir: Path) -> int | None:
         return HFConfig.model_validate(
             read_config_json(target_dir / "config.json")
         ).target_num_layers
-    except (OSError, ValueError):
+    except (InputError, ValueError):
         return None
 
 

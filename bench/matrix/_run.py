@@ -21,11 +21,14 @@ from bench.core import (
     SpecbenchError,
     WriteError,
     ensure_dir,
+    exists,
     read_json_model,
+    read_log,
+    read_text,
     utc_now,
     write_text,
 )
-from bench.engines.upstream import suite_record_path
+from bench.engines.upstream import SUITE_RECORD_ENV, suite_record_path
 from bench.machine import (
     ImageRef,
     Provenance,
@@ -76,6 +79,7 @@ from bench.schema import (
     RunLock,
     RunOverrides,
     RunStatus,
+    SuiteRecord,
     WeightsFile,
 )
 
@@ -96,10 +100,13 @@ def _copy_suite_record(exp: Experiment, arts: Artifacts) -> None:
     """The SGLang upstream-suite record travels with the artifacts when it exists, so the report
     can name the tests that passed on the patched release; absent, the report says so."""
     src = suite_record_path()
-    if arts.suite_record.exists() or not src.is_file():
+    if arts.suite_record.exists() or not exists(src):
         return
     if any(c.engine == "sglang" for c in exp.configurations):
-        write_text(arts.suite_record, src.read_text(encoding="utf-8"), root=arts.root)
+        # checked as the report will read it: a folder, a binary or another file named by
+        # $SPECBENCH_SGLANG_SUITE_RECORD is refused here (exit 2), not copied into the run
+        read_json_model(src, SuiteRecord, source=f"{SUITE_RECORD_ENV} ({src})")
+        write_text(arts.suite_record, read_text(src, what="suite record"), root=arts.root)
 
 
 def _run_provenance(
@@ -266,7 +273,7 @@ def _run_matrix(
     if not arts.hardware.exists():
         hw = hardware or _host_hardware()
         arts.write_model(arts.hardware, hw)
-    hw = Hardware.model_validate_json(arts.hardware.read_text())
+    hw = read_json_model(arts.hardware, Hardware)
     if not arts.provenance.exists():
         arts.write_model(arts.provenance, _run_provenance(exp, opts, hw, experiment_path))
     _copy_suite_record(exp, arts)
@@ -392,8 +399,8 @@ def _known_causes(message: str, log: Path) -> list[str]:
     """bench.matrix._fatal's reading of the configuration's log (written by
     run_configuration before the failure reached here), scrubbed of secrets."""
     try:
-        text = log.read_text(encoding="utf-8", errors="replace") if log.is_file() else ""
-    except OSError:
+        text = read_log(log) if exists(log) else ""
+    except InputError:
         text = ""
     return [scrub(c) for c in known_causes(message, text)]
 

@@ -13,13 +13,18 @@ import base64
 import csv
 import hashlib
 import io
-import json
 import os
 import site
 from pathlib import Path
 from typing import Final
 
-from bench.core import sha256_file
+from bench.core import (
+    InputError,
+    read_safetensors_header,
+    read_text,
+    sha256_file,
+    sha256_ranges,
+)
 from bench.schema import Configuration, EngineInstall, Experiment, ModelFiles, ServedModels
 
 #: weight files of a Hugging Face model folder (their sha256 lines make ``weights_sha256``)
@@ -28,28 +33,16 @@ WEIGHT_SUFFIXES: Final = (".safetensors", ".bin", ".pt", ".gguf")
 
 def tensor_digests(path: Path) -> list[str]:
     """One sha256 per tensor of a safetensors file, over its dtype, shape and bytes (not its
-    name): the format is an 8-byte little-endian header length, a JSON header of
-    ``name -> {dtype, shape, data_offsets}``, then the data."""
-    out: list[str] = []
-    with path.open("rb") as fh:
-        size = int.from_bytes(fh.read(8), "little")
-        header = json.loads(fh.read(size))
-        start = 8 + size
-        for name, meta in header.items():
-            if name == "__metadata__":
-                continue
-            begin, end = meta["data_offsets"]
-            h = hashlib.sha256(f"{meta['dtype']} {meta['shape']}\n".encode())
-            fh.seek(start + begin)
-            left = end - begin
-            while left > 0:
-                block = fh.read(min(left, 1 << 20))
-                if not block:
-                    raise ValueError(f"{path.name}: tensor {name} runs past the end of the file")
-                h.update(block)
-                left -= len(block)
-            out.append(h.hexdigest())
-    return out
+    name): the header maps ``name -> {dtype, shape, data_offsets}`` after which the data
+    begins (bench.core.read_safetensors_header)."""
+    header, start = read_safetensors_header(path)
+    ranges = [
+        (start + meta["data_offsets"][0], start + meta["data_offsets"][1],
+         f"{meta['dtype']} {meta['shape']}\n".encode())
+        for name, meta in header.items()
+        if name != "__metadata__"
+    ]  # fmt: skip
+    return sha256_ranges(path, ranges, what="safetensors file")
 
 
 def tensors_sha256(folder: Path) -> str | None:
@@ -60,7 +53,7 @@ def tensors_sha256(folder: Path) -> str | None:
         return None
     try:
         digests = sorted(d for p in shards for d in tensor_digests(p))
-    except (OSError, ValueError, KeyError, TypeError) as err:
+    except (InputError, KeyError, TypeError, IndexError) as err:
         return f"unreadable: {type(err).__name__}"
     return hashlib.sha256("\n".join(digests).encode()).hexdigest()
 
@@ -135,7 +128,7 @@ def engine_install(package: str, search: list[Path] | None = None) -> EngineInst
             continue
         info = infos[0]
         version = info.name.removesuffix(".dist-info").split("-", 1)[1]
-        record = (info / "RECORD").read_text(encoding="utf-8", errors="replace")
+        record = read_text(info / "RECORD", what="wheel RECORD", lenient=True)
         modified: list[str] = []
         missing: list[str] = []
         listed = 0

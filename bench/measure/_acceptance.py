@@ -50,18 +50,26 @@ import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from bench.schema import AcceptanceDelta, MetricSnapshot
+from bench.schema import MetricSnapshot
 
-VLLM_DRAFTS = "vllm:spec_decode_num_drafts_total"
-VLLM_DRAFT_TOKENS = "vllm:spec_decode_num_draft_tokens_total"
-VLLM_ACCEPTED = "vllm:spec_decode_num_accepted_tokens_total"
-VLLM_PER_POS = "vllm:spec_decode_num_accepted_tokens_per_pos_total"
-
-SGLANG_VERIFY = "sglang:spec_verify_calls_total"
-SGLANG_GEN = "sglang:generation_tokens_total"
-SGLANG_REQS = "sglang:num_requests_total"
-SGLANG_DRAFT_TOKENS_GAUGE = "sglang:spec_num_draft_tokens"
-SGLANG_GAUGES = ("sglang:spec_accept_length", "sglang:spec_accept_rate")
+# The delta's formula lives with the payload's schema: every reader recomputes it from the
+# snapshots a payload stores (bench.schema._invariants). Its names stay importable from here.
+from bench.schema._counters import (
+    GAUGES,
+    SGLANG_DRAFT_TOKENS_GAUGE,
+    SGLANG_GAUGES,
+    SGLANG_GEN,
+    SGLANG_REQS,
+    SGLANG_VERIFY,
+    VLLM_ACCEPTED,
+    VLLM_DRAFT_TOKENS,
+    VLLM_DRAFTS,
+    VLLM_PER_POS,
+    build,
+    combine,
+    counters_went_back,
+    delta,
+)
 
 # The server's own TTFT histogram (vLLM 0.33.0 vllm/v1/metrics/loggers.py:931; SGLang 0.5.19
 # srt/observability/metrics_collector.py:1706): its _sum and _count deltas over a window give the
@@ -216,102 +224,26 @@ def snapshot(engine: str, metrics_text: str, model: str | None = None) -> Metric
     )
 
 
-#: counters among METRICS (the SGLang gauges may go down; counters never do on one process)
-GAUGES = frozenset({SGLANG_DRAFT_TOKENS_GAUGE, *SGLANG_GAUGES})
-
-
-def counters_went_back(before: MetricSnapshot, after: MetricSnapshot) -> list[str]:
-    """Counters lower (or gone) after the window than before it: the engine restarted (its
-    counters start again from zero) or the scrape lost them. Never a negative delta."""
-    out: list[str] = []
-    for name, was in sorted(before.values.items()):
-        if name in GAUGES:
-            continue
-        now = after.values.get(name)
-        if now is None:
-            out.append(f"{name} {was:g} -> (absent)")
-        elif now < was:
-            out.append(f"{name} {was:g} -> {now:g}")
-    return out
-
-
-def delta(
-    engine: str, before: MetricSnapshot, after: MetricSnapshot, spec_num_tokens: int | None
-) -> AcceptanceDelta | None:
-    """Counter delta over one window; None when the engine exports no speculative counters."""
-    b, a = before.values, after.values
-
-    def d(name: str) -> float:
-        return a.get(name, 0.0) - b.get(name, 0.0)
-
-    if engine == "vllm":
-        if VLLM_DRAFTS not in a:
-            return None
-        drafts, draft_tokens, accepted = d(VLLM_DRAFTS), d(VLLM_DRAFT_TOKENS), d(VLLM_ACCEPTED)
-        positions = sorted(
-            (k for k in a if k.startswith(VLLM_PER_POS) and _pos_of(k).isdigit()),
-            key=lambda k: int(_pos_of(k)),
-        )
-        per_pos = [round(d(k)) for k in positions]
-        source = "vllm /metrics spec_decode counters"
-    else:
-        if SGLANG_VERIFY not in a:
-            return None
-        drafts = d(SGLANG_VERIFY)
-        accepted = max(0.0, d(SGLANG_GEN) - d(SGLANG_REQS) - drafts)
-        per_round = a.get(SGLANG_DRAFT_TOKENS_GAUGE)
-        if per_round is not None and per_round > 1:
-            draft_tokens = drafts * (per_round - 1)
-        elif spec_num_tokens is not None:
-            draft_tokens = drafts * spec_num_tokens
-        else:
-            draft_tokens = 0.0
-        per_pos = []
-        source = "sglang /metrics: verify calls, generation tokens, requests"
-    return build(drafts, draft_tokens, accepted, per_pos, source, before, after)
-
-
-def _pos_of(key: str) -> str:
-    return key.rsplit('="', 1)[-1].rstrip('"}')
-
-
-def build(
-    drafts: float,
-    draft_tokens: float,
-    accepted: float,
-    per_pos: list[int],
-    source: str,
-    before: MetricSnapshot | None = None,
-    after: MetricSnapshot | None = None,
-) -> AcceptanceDelta:
-    nd, nt, na = round(drafts), round(draft_tokens), round(accepted)
-    return AcceptanceDelta(
-        drafts=max(nd, 0),
-        draft_tokens=max(nt, 0),
-        accepted_tokens=max(na, 0),
-        acceptance_rate=na / nt if nt > 0 else None,
-        mean_acceptance_length=1 + na / nd if nd > 0 else None,
-        accepted_per_position=per_pos,
-        source=source,
-        before=before,
-        after=after,
-    )
-
-
-def combine(deltas: Iterable[AcceptanceDelta]) -> AcceptanceDelta | None:
-    """Sum per-iteration deltas into the run's figure (raw snapshots stay per iteration)."""
-    items = list(deltas)
-    if not items:
-        return None
-    width = max(len(x.accepted_per_position) for x in items)
-    per_pos = [
-        sum(x.accepted_per_position[i] for x in items if i < len(x.accepted_per_position))
-        for i in range(width)
-    ]
-    return build(
-        sum(x.drafts for x in items),
-        sum(x.draft_tokens for x in items),
-        sum(x.accepted_tokens for x in items),
-        per_pos,
-        items[0].source,
-    )
+__all__ = [
+    "GAUGES",
+    "METRICS",
+    "SGLANG_DRAFT_TOKENS_GAUGE",
+    "SGLANG_GAUGES",
+    "SGLANG_GEN",
+    "SGLANG_REQS",
+    "SGLANG_VERIFY",
+    "TTFT_HISTOGRAM",
+    "VLLM_ACCEPTED",
+    "VLLM_DRAFTS",
+    "VLLM_DRAFT_TOKENS",
+    "VLLM_PER_POS",
+    "MetricsRead",
+    "build",
+    "combine",
+    "counters_went_back",
+    "delta",
+    "parse_prometheus",
+    "read_metrics",
+    "server_ttft_ms",
+    "snapshot",
+]

@@ -10,6 +10,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from bench.core import InputError, exists, read_json, read_text
 from bench.measure._client import chat_body, request
 from bench.measure._requestacc import SGLANG_REQUEST_FIELD
 from bench.measure._runspec import RunSpec
@@ -104,14 +105,19 @@ def _template_text(tokenizer: Path | None) -> tuple[str | None, str | None]:
         return None, None
     folder = tokenizer if tokenizer.is_dir() else tokenizer.parent
     jinja = folder / "chat_template.jinja"
-    if jinja.is_file():
-        return jinja.read_text(encoding="utf-8", errors="replace"), str(jinja)
-    cfg = folder / "tokenizer_config.json"
-    if cfg.is_file():
+    if exists(jinja):
+        # a template that is not text is recorded as not read, never hashed as something else
         try:
-            tpl = json.loads(cfg.read_text(encoding="utf-8")).get("chat_template")
-        except (ValueError, AttributeError, OSError):
-            tpl = None
+            return read_text(jinja, what="chat template"), str(jinja)
+        except InputError:
+            return None, None
+    cfg = folder / "tokenizer_config.json"
+    if exists(cfg):
+        try:
+            doc = read_json(cfg, what="tokenizer config")
+        except InputError:
+            doc = None
+        tpl = doc.get("chat_template") if isinstance(doc, dict) else None
         if isinstance(tpl, str):
             return tpl, f"{cfg} chat_template"
     return None, None

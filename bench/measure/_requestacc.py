@@ -31,19 +31,21 @@ import math
 from typing import Any
 
 from bench.core import summarize
-from bench.measure._acceptance import combine
 from bench.measure._client import RawResponse
 from bench.measure._promptset import PromptSet
 from bench.schema import (
-    AcceptanceDelta,
-    CategoryRequestAcceptance,
     CategoryWindow,
     IterationRecord,
     RequestSpecTokens,
 )
+from bench.schema._counters import (
+    SGLANG_SOURCE,
+    VLLM_SOURCE,
+    combine,
+    cross_check,
+    request_total,
+)
 
-SGLANG_SOURCE = "sglang sglext.spec_tokens_details"
-VLLM_SOURCE = "vllm metrics.speculative_decoding"
 #: the request field SGLang 0.5.19 reads (ChatCompletionRequest); vLLM 0.33.0 has none
 SGLANG_REQUEST_FIELD = "return_spec_tokens_details"
 #: (verify steps, accepted, proposed, rate, length, histogram) as each engine names them; the
@@ -125,46 +127,6 @@ def spec_tokens_of(raw: RawResponse) -> RequestSpecTokens | None:
     return found
 
 
-def cross_check(
-    total: CategoryRequestAcceptance, counters: AcceptanceDelta | None, k: int | None
-) -> CategoryRequestAcceptance:
-    """``total`` with the verdict of comparing it with the window's counter delta."""
-    if counters is None:
-        return total.model_copy(update={"check": "no counter delta to compare with"})
-    steps_ok = total.verify_steps == counters.drafts
-    if total.source == SGLANG_SOURCE:
-        slack = (k or 0) * total.requests
-        acc_ok = (
-            counters.accepted_tokens <= total.accepted_tokens <= counters.accepted_tokens + slack
-        )
-        rule = f"counters {counters.accepted_tokens} <= per-request <= counters + {slack}"
-    else:
-        acc_ok = total.accepted_tokens == counters.accepted_tokens
-        rule = f"counters {counters.accepted_tokens} = per-request"
-    check = (
-        f"verify steps {total.verify_steps} vs counter drafts {counters.drafts}; "
-        f"accepted {total.accepted_tokens} ({rule})"
-    )
-    return total.model_copy(update={"agrees_with_counters": steps_ok and acc_ok, "check": check})
-
-
-def _request_total(its: list[IterationRecord]) -> CategoryRequestAcceptance | None:
-    reqs = [r for it in its for r in it.requests]
-    got = [r.spec_tokens for r in reqs if r.spec_tokens is not None]
-    if not got or len(got) != len(reqs):
-        return None  # every request must carry them, or the sum is not the window's
-    drafted = sum(g.draft_tokens for g in got)
-    accepted = sum(g.accepted_tokens for g in got)
-    return CategoryRequestAcceptance(
-        source=got[0].source,
-        requests=len(got),
-        verify_steps=sum(g.verify_steps for g in got),
-        draft_tokens=drafted,
-        accepted_tokens=accepted,
-        acceptance_rate=accepted / drafted if drafted else None,
-    )
-
-
 def category_windows(
     prompt_set: PromptSet | None, k: int | None, iterations: list[IterationRecord]
 ) -> list[CategoryWindow]:
@@ -186,7 +148,7 @@ def category_windows(
         acc = combine([it.acceptance for it in valid if it.acceptance is not None])
         if acc is not None:
             acc = acc.model_copy(update={"before": None, "after": None})
-        req = _request_total(valid)
+        req = request_total(valid)
         out.append(
             CategoryWindow(
                 category=cat,

@@ -9,7 +9,7 @@ from typing import Literal
 
 from pydantic import Field, ValidationInfo, field_validator
 
-from bench.core import SpecMethod, StrictModel, canonical_spec_method
+from bench.core import SERVED_NAME, SpecMethod, StrictModel, canonical_spec_method
 from bench.measure._probes import MAX_PROBES
 from bench.measure._promptset import PromptSet
 from bench.schema import Hardware
@@ -21,7 +21,7 @@ class RunSpec(StrictModel):
     engine: Literal["vllm", "sglang"]
     base_url: str
     hf_id: str
-    served_model: str
+    served_model: str = Field(pattern=SERVED_NAME)
     quantization: str
     hardware: Hardware
     spec_method: SpecMethod = "NONE"

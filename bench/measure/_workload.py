@@ -24,12 +24,13 @@ from __future__ import annotations
 import hashlib
 import os
 import random
+import re
 import secrets
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Protocol
 
-from bench.core import InputError
+from bench.core import InputError, exists, read_text
 
 NONCE_PREFIX = "Request"
 NONCE_WORDS = 6
@@ -84,13 +85,23 @@ def hf_cache_dir() -> Path:
     return (Path(home).expanduser() if home else Path.home() / ".cache" / "huggingface") / "hub"
 
 
+def _cached_ref(ref: Path) -> str | None:
+    """The commit a HF cache ref names; None when there is none. A ref that is not one commit
+    (40 hex) is refused, naming it: its text becomes a path below the cache."""
+    if not exists(ref):
+        return None
+    text = read_text(ref, what="Hugging Face cache ref", max_bytes=4096).strip()
+    if not re.fullmatch(r"[0-9a-f]{40}", text):
+        raise InputError(str(ref), f"not a commit (40 hex digits): {text[:60]!r}")
+    return text
+
+
 def find_cached_tokenizer(hf_id: str, revision: str | None = None) -> Path | None:
     """The target's tokenizer.json in the local HF cache (no download): the snapshot of
     ``revision`` if given, else the one ``refs/main`` points at; None when it is not there."""
     repo = hf_cache_dir() / ("models--" + hf_id.replace("/", "--"))
     if revision is None:
-        ref = repo / "refs" / "main"
-        revision = ref.read_text(encoding="utf-8").strip() if ref.is_file() else None
+        revision = _cached_ref(repo / "refs" / "main")
     if revision is None:
         return None
     path = repo / "snapshots" / revision / "tokenizer.json"

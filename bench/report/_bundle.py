@@ -21,6 +21,7 @@ from bench.core import (
     check_output_file,
     links_inside,
     made_dirs,
+    read_bytes,
     read_text,
     remove_file,
     sha256_file,
@@ -28,10 +29,10 @@ from bench.core import (
     write_text,
 )
 from bench.report._citation import CITATION_FILE, citation_text
+from bench.report._model import RunSet
 from bench.report._render import load_runset, render_report
-from bench.schema import read_payload
+from bench.schema import SUMS, check_payload, read_payload, read_sums, sums_text
 
-SUMS = "SHA256SUMS"
 ARTIFACTS = "artifacts"
 
 
@@ -52,12 +53,12 @@ def linked_files(markdown: str) -> list[str]:
 
 
 def _write_sums(root: Path) -> None:
-    lines = [
-        f"{sha256_file(f)}  {f.relative_to(root).as_posix()}"
+    listed = {
+        f.relative_to(root).as_posix(): sha256_file(f)
         for f in sorted(root.rglob("*"))
         if f.is_file() and f.relative_to(root).as_posix() != SUMS
-    ]
-    write_text(root / SUMS, "\n".join(lines) + "\n", root=root)
+    }
+    write_text(root / SUMS, sums_text(listed), root=root)
 
 
 def _tarball(root: Path, dest: Path, name: str) -> None:
@@ -72,8 +73,7 @@ def _tarball(root: Path, dest: Path, name: str) -> None:
             info.size = f.stat().st_size
             info.mtime = 0
             info.mode = 0o644
-            with f.open("rb") as fh:
-                tar.addfile(info, fh)
+            tar.addfile(info, io.BytesIO(read_bytes(f, what="bundle file", max_bytes=info.size)))
     write_bytes(dest, buf.getvalue())
 
 
@@ -107,19 +107,13 @@ def publish(artifacts_dir: Path, out_dir: Path, tarball: bool = False) -> Path:
         )
     if not any(r.valid for r in rs.runs):
         raise InputError(str(artifacts_dir), "refusing to publish: no payload is valid")
-    bad = [
-        f.path
-        for f in rs.files
-        if "MISMATCH" in f.verdict or "FAILS" in f.verdict or "MISSING" in f.verdict
-    ]
-    if bad:
-        raise InputError(str(artifacts_dir), f"refusing to publish: {', '.join(bad)} failed checks")
     links = links_inside(artifacts_dir)
     if links:
         # copied as it stands, a link would publish whatever it points at
         raise InputError(
             str(links[0]), "refusing to publish: a symbolic link in the run folder (copy the file)"
         )
+    _refuse_untrusted(rs, artifacts_dir)
     # every output checked before the first write: a new or empty folder apart from the run,
     # and a tarball path that is free
     check_new_output(out_dir, "--out", inputs=[artifacts_dir])
@@ -153,6 +147,19 @@ def publish(artifacts_dir: Path, out_dir: Path, tarball: bool = False) -> Path:
                 remove_file(tar_path)
             raise
     return out_dir
+
+
+def _refuse_untrusted(rs: RunSet, artifacts_dir: Path) -> None:
+    """A bundle vouches for every file it holds: a payload no figure could use (unreadable,
+    contradicted by its own evidence or by SHA256SUMS), a file SHA256SUMS does not list, a
+    listed file that is gone, or a run folder with no SHA256SUMS is refused, each named."""
+    for u in rs.unreadable:
+        raise InputError(str(artifacts_dir / u.path), f"refusing to publish: {u.reason}")
+    for line in rs.unvouched:
+        raise InputError(str(artifacts_dir), f"refusing to publish: {line}")
+    bad = [f.path for f in rs.files if "MISMATCH" in f.verdict or "MISSING" in f.verdict]
+    if bad:
+        raise InputError(str(artifacts_dir), f"refusing to publish: {', '.join(bad)} failed checks")
 
 
 def _copy(src: str, dst: str) -> str:
@@ -208,18 +215,28 @@ def verify_bundle(path: Path) -> list[str]:
     return _verify_dir(path)
 
 
+def _check_links(root: Path, report: Path) -> list[str]:
+    """Every file REPORT.md links is in the bundle (a REPORT.md that is not text: one problem)."""
+    try:
+        text = read_text(report, what="REPORT.md")
+    except InputError as err:
+        return [f"REPORT.md: {err.reason}"]
+    return [
+        f"REPORT.md links {target!r}, which is missing"
+        for target in linked_files(text)
+        if not (root / target).is_file()
+    ]
+
+
 def _verify_dir(root: Path) -> list[str]:
     problems: list[str] = []
     sums = root / SUMS
     if not sums.is_file():
         return [f"{SUMS} missing"]
-    listed: dict[str, str] = {}
-    for line in read_text(sums, what=SUMS).splitlines():
-        parts = line.split(maxsplit=1)
-        if len(parts) != 2:
-            problems.append(f"{SUMS}: malformed line {line!r}")
-            continue
-        listed[parts[1]] = parts[0]
+    try:
+        listed = read_sums(sums)
+    except InputError as err:
+        return [f"{err.where.removeprefix(str(root) + '/')}: {err.reason}"]
     present = {
         f.relative_to(root).as_posix()
         for f in root.rglob("*")
@@ -236,9 +253,7 @@ def _verify_dir(root: Path) -> list[str]:
     if not report.is_file():
         problems.append("REPORT.md missing")
     else:
-        for target in linked_files(report.read_text(encoding="utf-8")):
-            if not (root / target).is_file():
-                problems.append(f"REPORT.md links {target!r}, which is missing")
+        problems += _check_links(root, report)
     payloads = sorted((root / ARTIFACTS / "payloads").glob("*.json"))
     if not payloads:
         problems.append("no artifacts/payloads/*.json")
@@ -249,6 +264,11 @@ def _verify_dir(root: Path) -> list[str]:
         except InputError as err:
             problems.append(f"{p.relative_to(root)}: {err.reason}")
             continue
+        problems += [
+            f"{p.relative_to(root)}: {x.path}: {x.reason}"
+            for x in check_payload(pl, str(p))
+            if x.severity == "error" and x.path != "$.evidence.validity.valid"
+        ]
         if pl.simulated:
             problems.append(f"{p.relative_to(root)}: SIMULATED payload in a published bundle")
         if pl.evidence.run.toy_model:

@@ -18,7 +18,15 @@ from typing import Any, Final, Literal
 
 from pydantic import Field
 
-from bench.core import InputError, StrictModel, parse_json, remove_file, sha256_file, write_text
+from bench.core import (
+    InputError,
+    StrictModel,
+    read_json,
+    read_text,
+    remove_file,
+    sha256_file,
+    write_text,
+)
 from bench.report._claims import ConcurrencySweep
 from bench.report._model import Figure, RunView
 from bench.report._svg import draw_all
@@ -234,8 +242,8 @@ def _manifest(out_dir: Path) -> dict[str, Any]:
     ``out_dir`` are dropped (the manifest is read from disk: it never names what to delete
     outside the output folder)."""
     try:
-        data = parse_json((out_dir / MANIFEST).read_bytes(), str(out_dir / MANIFEST))
-    except (OSError, InputError):
+        data = read_json(out_dir / MANIFEST, what="chart manifest")
+    except InputError:
         return {}
     if not isinstance(data, dict):
         return {}
@@ -274,12 +282,12 @@ def _drawn_here(out_dir: Path, name: str, manifest: dict[str, Any]) -> bool:
     entry = manifest.get(name)
     if isinstance(entry, dict) and "sha256" in entry:
         return bool(entry["sha256"] == sha256_file(path))
-    report = out_dir / "REPORT.md"
-    return (
-        name in OLD_FILES
-        and report.is_file()
-        and f"({name})" in report.read_text(encoding="utf-8", errors="replace")
-    )
+    if name not in OLD_FILES:
+        return False
+    try:
+        return f"({name})" in read_text(out_dir / "REPORT.md", what="REPORT.md", lenient=True)
+    except InputError:
+        return False
 
 
 def render_charts(

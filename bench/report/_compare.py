@@ -15,20 +15,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from bench.core import InputError, StrictModel
+from bench.core import InputError, StrictModel, exists, read_bytes
 from bench.report._claims import Comparison, Family, claim_key, compare, raw_p
 from bench.report._frontier import FrontierSection, fleet_frontier
 from bench.report._load import load_artifacts
 from bench.report._model import RunSet, RunView
-
-WORKLOAD_FIELDS = (
-    "prompt_tokens",
-    "max_tokens",
-    "warmup",
-    "iterations",
-    "temperature",
-    "ignore_eos",
-)
+from bench.schema import workload_differences
 
 
 class Host(StrictModel):
@@ -99,8 +91,8 @@ def refuse_the_same_run_twice(dirs: Sequence[Path]) -> None:
             raise InputError(str(d), f"the same run folder as {seen[art]}: nothing to compare")
         seen[art] = d
         status = art / "status.json"
-        if status.is_file():
-            raw = status.read_bytes()
+        if exists(status):
+            raw = read_bytes(status, what="status.json")
             if raw in statuses:
                 copy = (
                     f"a copy of the run in {statuses[raw]} (same status.json): nothing to compare"
@@ -137,8 +129,10 @@ def _payload_sums(rs: RunSet) -> dict[str, str]:
 
 
 def check_comparable(hosts: Sequence[Host]) -> None:
-    """Refuse runs of different experiments or workloads, naming the first differing field,
-    and an emulated (SIMULATED) run beside a real one."""
+    """Refuse runs of different experiments or workloads, naming every differing field of the
+    workload (prompt set, sampling, template kwargs, lengths, target model, each
+    configuration's speculative depth; hardware and software may differ: that is what is
+    compared), and an emulated (SIMULATED) run beside a real one."""
     first = hosts[0]
     for other in hosts[1:]:
         if first.rs.simulated != other.rs.simulated:
@@ -154,14 +148,34 @@ def check_comparable(hosts: Sequence[Host]) -> None:
                 f"experiment: {other.rs.experiment!r} on {other.name}, "
                 f"{first.rs.experiment!r} on {first.name}: only runs of one experiment compare",
             )
-        for key in WORKLOAD_FIELDS:
-            a, b = first.rs.workload.get(key), other.rs.workload.get(key)
-            if a != b:
-                raise InputError(
-                    other.path,
-                    f"workload.{key}: {b!r} on {other.name}, {a!r} on {first.name}: "
-                    "only runs of one workload compare",
-                )
+        differs = workload_differs(first, other)
+        if differs:
+            raise InputError(
+                other.path,
+                f"the workload differs from {first.name}'s in {len(differs)} field(s): "
+                f"{'; '.join(differs)}: only runs of one workload compare",
+            )
+
+
+def _depths(rs: RunSet) -> dict[str, int | None]:
+    return {r.config: r.spec_tokens for r in rs.runs}
+
+
+def workload_differs(first: Host, other: Host) -> list[str]:
+    """Each workload field where ``other`` measured something else than ``first``, with both
+    values (issue 47, class 4)."""
+    a, b = first.rs.measured_workload, other.rs.measured_workload
+    out = [
+        f"{key}: {b.get(key)!r} on {other.name}, {a.get(key)!r} on {first.name}"
+        for key in workload_differences(a, b)
+    ]
+    da, db = _depths(first.rs), _depths(other.rs)
+    out += [
+        f"{cfg} speculative depth: {db[cfg]!r} on {other.name}, {da[cfg]!r} on {first.name}"
+        for cfg in sorted(set(da) & set(db))
+        if da[cfg] != db[cfg]
+    ]
+    return out
 
 
 def _efficiency(rs: RunSet, run: RunView, host: str) -> float | None:

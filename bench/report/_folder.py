@@ -23,7 +23,16 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bench.core import InputError, read_json
-from bench.schema import PAYLOAD_SCHEMA, Payload, RunLock, RunStatus
+from bench.schema import (
+    PAYLOAD_SCHEMA,
+    Hardware,
+    Payload,
+    RunLock,
+    RunStatus,
+    lock_findings,
+    workload_differences,
+    workload_of,
+)
 
 _STEM = re.compile(r"^(?P<config>.+)-c(?P<c>\d+)(?:\.(?P<attempt>[A-Za-z0-9_-]+))?$")
 
@@ -67,6 +76,7 @@ def check_one_run(
     status: RunStatus | None,
     read: Sequence[Read],
     listed: dict[str, str],
+    hardware: Hardware | None = None,
 ) -> None:
     """Refuse (InputError, exit 2, the artifact named) a folder that is not one run."""
 
@@ -109,6 +119,44 @@ def check_one_run(
             )
         seen[key] = r.rel
     _check_listed(d, status, listed)
+    _check_same_run(d, lock, read, hardware)
+
+
+def _check_same_run(
+    d: Path, lock: RunLock | None, read: Sequence[Read], hardware: Hardware | None
+) -> None:
+    """Every payload ran on the run's hardware (hardware.json) and measured the run's workload
+    (the lock's, and the other payloads'): a speedup or a ranking never sets two workloads or
+    two machines side by side (issue 47, class 3)."""
+    if not read:
+        return
+    first = read[0]
+    for r in read:
+        where = str(d / r.rel)
+        if hardware is not None and r.payload.hardware != hardware:
+            raise InputError(
+                f"{where}: hardware",
+                f"{_hardware_line(r.payload.hardware)}, but hardware.json (the run's machine) is "
+                f"{_hardware_line(hardware)}: a payload of another machine does not belong here",
+            )
+        if lock is not None:
+            found = lock_findings(r.payload, lock, r.config)
+            if found:
+                field, why = found[0]
+                raise InputError(
+                    f"{where}: {field}", f"{why}: the payload measured another workload"
+                )
+        a, b = workload_of(first.payload), workload_of(r.payload)
+        for key in workload_differences(a, b):
+            raise InputError(
+                f"{where}: {key}",
+                f"{b[key]!r}, but {first.rel} measured {a[key]!r}: one run folder is one "
+                "workload (a speedup against another workload means nothing)",
+            )
+
+
+def _hardware_line(hw: Hardware) -> str:
+    return f"{hw.gpuCount}x {hw.gpuName}, {hw.cpu}, {hw.ramGb:g} GB RAM"
 
 
 def _check_named(where: str, r: Read, lock: RunLock) -> None:

@@ -15,9 +15,16 @@ import re
 from pathlib import Path
 from typing import Any
 
-from bench.core import InputError, Summary, read_json, read_json_model, sha256_file
+from bench.core import (
+    InputError,
+    Summary,
+    exists,
+    read_head,
+    read_json_model,
+    read_optional_json,
+)
 from bench.report._extras import extra_fields, read_plan
-from bench.report._folder import Read, check_one_run, refuse_foreign_schema, stem_parts
+from bench.report._folder import Read, check_one_run, refuse_foreign_schema
 from bench.report._machine import (
     cpu_kernel_table,
     hardware_tables,
@@ -42,6 +49,7 @@ from bench.report._model import (
     Unreadable,
 )
 from bench.report._roofline import build_roofline
+from bench.report._trust import Digests, excluded, split_trusted, unvouched
 from bench.schema import (
     LOCK_FILE,
     STATUS_FILE,
@@ -53,11 +61,15 @@ from bench.schema import (
     SuiteRecord,
     check_payload,
     read_payload,
+    read_sums,
+    workload_of,
 )
 
 _STEM = re.compile(r"^(?P<config>.+)-c(?P<c>\d+)(?:\.(?P<attempt>[A-Za-z0-9_-]+))?$")
 _LOG_HINT = re.compile(r"(?i)\b(error|warn(ing)?|skip(ping|ped)?|not found|traceback|fail(ed)?)\b")
 MAX_LOG_LINES = 12
+#: how much of a server log the report reads (the load lines it quotes come first)
+MAX_LOG_BYTES = 64 * 1024 * 1024
 
 
 def _figure(s: Summary | None, samples: list[float]) -> Figure:
@@ -200,10 +212,12 @@ def category_views(p: Payload) -> tuple[CategoryView, ...]:
 
 
 def _read_json(path: Path) -> dict[str, Any] | None:
-    if not path.is_file():
-        return None
-    data = read_json(path)
-    return data if isinstance(data, dict) else None
+    """An optional JSON artifact: None when absent; a folder or a FIFO in its place, or a file
+    that is not a JSON object, is refused (exit 2, the file named), never taken for absent."""
+    data = read_optional_json(path)
+    if data is not None and not isinstance(data, dict):
+        raise InputError(str(path), "not a JSON object")
+    return data
 
 
 def hardware_lines(hw: Hardware) -> tuple[str, ...]:
@@ -233,13 +247,7 @@ def hardware_lines(hw: Hardware) -> tuple[str, ...]:
 
 
 def _sums(path: Path) -> dict[str, str]:
-    out: dict[str, str] = {}
-    if path.is_file():
-        for line in path.read_text(encoding="utf-8").splitlines():
-            parts = line.strip().split(maxsplit=1)
-            if len(parts) == 2:
-                out[parts[1].lstrip("*")] = parts[0].lower()
-    return out
+    return read_sums(path) if exists(path) else {}
 
 
 def _experiment_infos(exp: Experiment) -> tuple[ConfigInfo, ...]:
@@ -363,67 +371,76 @@ def _validator_verdict(payload: Payload, path: Path) -> str:
     return f"validator: {len(errors)} error(s), first {errors[0].path}: {errors[0].reason}"
 
 
-def load_artifacts(artifacts_dir: Path) -> RunSet:
-    """Read every artifact the report uses. A payload that fails validation is listed with its
-    error in the artifacts section instead of stopping the report."""
-    d = artifacts_dir
+def _payload_files(d: Path) -> list[Path]:
     if not d.is_dir():
         raise InputError(str(d), "not a directory")
     pdir = d / "payloads"
-    payload_files = sorted(pdir.glob("*.json")) if pdir.is_dir() else []
-    if not payload_files:
+    files = sorted(pdir.glob("*.json")) if pdir.is_dir() else []
+    if not files:
         raise InputError(str(d), "no payloads/*.json: not a specbench artifacts folder")
+    return files
+
+
+def _logs(d: Path) -> dict[str, list[str]]:
     logs: dict[str, list[str]] = {}
     for lf in sorted((d / "logs").glob("*.log")) if (d / "logs").is_dir() else []:
-        logs[lf.stem] = lf.read_text(encoding="utf-8", errors="replace").splitlines()
-    lock = _read_lock(d)
-    exp = lock.experiment if lock is not None else None
-    runs: list[RunView] = []
-    verdicts: dict[str, str] = {}
-    payloads: list[Payload] = []
+        head = read_head(lf, MAX_LOG_BYTES, what="server log")
+        logs[lf.stem] = head.decode("utf-8", errors="replace").splitlines()
+    return logs
+
+
+def _identity(p: Payload, stem: str) -> tuple[str, str | None]:
+    """(configuration, attempt) of a payload, as ``run_view`` names them."""
+    m = _STEM.match(stem)
+    return p.evidence.run.config_name or (m.group("config") if m else stem), (
+        m.group("attempt") if m else None
+    )
+
+
+def _parse(
+    files: list[Path], exp: Experiment | None
+) -> tuple[list[Read], list[Unreadable], dict[str, str]]:
+    """Every payload file parsed (``Read``) or listed as unreadable, with its verdict."""
     read: list[Read] = []
     unreadable: list[Unreadable] = []
-    for f in payload_files:
+    verdicts: dict[str, str] = {}
+    for f in files:
         rel = f"payloads/{f.name}"
         try:
             p = read_payload(f)
         except InputError as err:
             refuse_foreign_schema(f, str(f))
             verdicts[rel] = f"FAILS validation: {err.reason}"
-            unreadable.append(_unreadable(rel, err.reason, f.stem, exp))
+            unreadable.append(excluded(rel, err.reason, exp))
             continue
-        payloads.append(p)
-        rv = run_view(p, f.stem, logs)
-        runs.append(rv)
-        read.append(Read(rel, p, rv.config, rv.concurrency, rv.attempt))
-        codes = ", ".join(r.code for r in rv.reasons if r.severity == "invalid")
-        verdicts[rel] = _validator_verdict(p, f)
-        verdicts[rel] += "; run valid" if rv.valid else f"; run INVALID ({codes})"
-        if rv.simulated:
-            verdicts[rel] += "; SIMULATED"
-    if not runs:
-        raise InputError(str(pdir), "no payload passed validation")
-    listed = _sums(d / "SHA256SUMS")
-    check_one_run(d, lock, _read_status(d), read, listed)
-    configs = _with_recorded_caps(_experiment_infos(exp) if exp is not None else (), runs)
-    order = {c.name: i for i, c in enumerate(configs)}
-    # The experiment's order, not the file names' (the seed lists vLLM DFlash first).
-    runs.sort(
-        key=lambda r: (
-            order.get(r.config, len(order)),
-            r.config,
-            r.concurrency,
-            r.attempt is None,
-            r.attempt or "",
-        )
-    )
-    hw_data = _read_json(d / "hardware.json")
-    hw = Hardware.model_validate(hw_data) if hw_data else payloads[0].hardware
-    prov = _read_json(d / "provenance.json")
+        config, attempt = _identity(p, f.stem)
+        read.append(Read(rel, p, config, p.engineFlags.concurrency, attempt))
+    return read, unreadable, verdicts
+
+
+def _verdict(r: Read, d: Path) -> str:
+    rv = r.payload.evidence.validity
+    codes = ", ".join(x.code for x in rv.reasons if x.severity == "invalid")
+    verdict = _validator_verdict(r.payload, d / r.rel)
+    verdict += "; run valid" if rv.valid else f"; run INVALID ({codes})"
+    return verdict + ("; SIMULATED" if r.payload.simulated else "")
+
+
+def _hardware(d: Path, read: list[Read]) -> Hardware | None:
+    """hardware.json (a folder or a file that is not one: refused); else the payloads'."""
+    path = d / "hardware.json"
+    if exists(path):
+        return read_json_model(path, Hardware)
+    return read[0].payload.hardware if read else None
+
+
+def _file_entries(
+    d: Path, listed: dict[str, str], verdicts: dict[str, str], digest: Digests
+) -> list[FileEntry]:
     files: list[FileEntry] = []
     for f in sorted(p for p in d.rglob("*") if p.is_file() and p.name != "SHA256SUMS"):
         rel = f.relative_to(d).as_posix()
-        sha = sha256_file(f)
+        sha = digest(rel)
         want = listed.get(rel)
         verdict = verdicts.get(rel, "present")
         if want is None:
@@ -434,23 +451,56 @@ def load_artifacts(artifacts_dir: Path) -> RunSet:
     for rel in sorted(set(listed) - {f.path for f in files}):
         # a listed payload that is gone was refused above; any other file is stated missing
         files.append(FileEntry(path=rel, listed_sha256=listed[rel], verdict=MISSING))
+    return files
+
+
+def _usable(
+    d: Path, read: list[Read], listed: dict[str, str], exp: Experiment | None, digest: Digests
+) -> tuple[list[Read], list[Unreadable], dict[str, str]]:
+    """The payloads a figure may use; the others listed with the reason (bench.report._trust)."""
+    kept, excluded = split_trusted(d, read, listed, exp, digest)
+    verdicts = {r.rel: _verdict(r, d) for r in read}
+    for u in excluded:
+        verdicts[u.path] = f"FAILS validation: {u.reason}"
+    if not kept:
+        first = excluded[0] if excluded else None
+        where = str(d / first.path) if first else str(d / "payloads")
+        raise InputError(where, f"no payload can be used: {first.reason if first else 'none'}")
+    return kept, excluded, verdicts
+
+
+def load_artifacts(artifacts_dir: Path) -> RunSet:
+    """Read every artifact the report uses. A payload that cannot be read, that contradicts its
+    own evidence or that SHA256SUMS does not vouch for is listed with the reason and used for
+    no figure, instead of stopping the report; a folder that is not one run is refused."""
+    d = artifacts_dir
+    payload_files = _payload_files(d)
+    logs = _logs(d)
+    lock = _read_lock(d)
+    exp = lock.experiment if lock is not None else None
+    read, unreadable, verdicts = _parse(payload_files, exp)
+    listed = _sums(d / "SHA256SUMS")
+    hw = _hardware(d, read)
+    check_one_run(d, lock, _read_status(d), read, listed, hw)
+    if not read:
+        raise InputError(str(d / "payloads"), "no payload passed validation")
+    digest = Digests(d)
+    kept, excluded, more = _usable(d, read, listed, exp, digest)
+    verdicts |= more
+    unreadable += excluded
+    payloads = [r.payload for r in kept]
+    runs = [run_view(r.payload, Path(r.rel).stem, logs) for r in kept]
+    configs = _with_recorded_caps(_experiment_infos(exp) if exp is not None else (), runs)
+    _in_experiment_order(runs, configs)
+    hw = hw or payloads[0].hardware
+    prov = _read_json(d / "provenance.json")
+    files = _file_entries(d, listed, verdicts, digest)
     commands, source = recorded_commands(runs, matrix=lock is not None)
     first = payloads[0]
     wl = first.evidence.workload
-    workload: dict[str, Any] = {
-        "prompt_tokens": wl.prompt_tokens,
-        "max_tokens": wl.max_tokens,
-        "warmup": wl.warmup,
-        "iterations": wl.iterations,
-        "temperature": wl.temperature,
-        "ignore_eos": wl.ignore_eos,
-    }
-    if wl.prompt_set is not None:
-        workload["prompt_set"] = wl.prompt_set.name
-
     drafts = {c.name: c.draft_model for c in configs}
     roof = build_roofline(d, exp, hw, tuple(runs), wl.prompt_tokens, wl.max_tokens, drafts)
-    by_key = {r.key: p for r, p in zip(runs, payloads, strict=True)}
+    by_key = {r.key: p for r, p in zip(runs, _in_order(runs, kept), strict=True)}
     tables = [
         *hardware_tables(hw),
         *cpu_kernel_table(by_key),
@@ -474,7 +524,8 @@ def load_artifacts(artifacts_dir: Path) -> RunSet:
         **source_fields(prov),
         machine_tables=tuple(tables),
         roofline=roof,
-        workload=workload,
+        workload=_workload(first),
+        measured_workload=workload_of(first),
         configs=configs,
         runs=tuple(runs),
         files=tuple(files),
@@ -483,7 +534,8 @@ def load_artifacts(artifacts_dir: Path) -> RunSet:
         notes=(),
         emulator_time_scale=_time_scale(lock),
         upstream_suite=read_suite(d / SUITE_RECORD),
-        unreadable=tuple(unreadable),
+        unreadable=tuple(sorted(unreadable, key=lambda u: u.path)),
+        unvouched=unvouched(d, listed, lock is not None, digest),
         run_ids=_run_ids(lock, payloads),
         unpinned=_unpinned(lock),
     )
@@ -496,7 +548,7 @@ SUITE_RECORD = "upstream/sglang-suite.json"
 def read_suite(path: Path) -> SuiteView | None:
     """The upstream-suite record if the artifacts carry one (a SuiteRecord); a record that does
     not validate stops the report with exit 2 and the field."""
-    if not path.is_file():
+    if not exists(path):
         return None
     rec = read_json_model(path, SuiteRecord)
     return SuiteView(
@@ -520,34 +572,53 @@ def _read_lock(d: Path) -> RunLock | None:
     """experiment.lock.json as the matrix wrote it; None for a folder without one (payloads
     from ``specbench run``). A lock that does not validate stops the report (exit 2)."""
     path = d / LOCK_FILE
-    return read_json_model(path, RunLock) if path.is_file() else None
+    return read_json_model(path, RunLock) if exists(path) else None
 
 
 def _read_status(d: Path) -> RunStatus | None:
     """status.json as the matrix wrote it; one that does not validate stops the report."""
     path = d / STATUS_FILE
-    return read_json_model(path, RunStatus) if path.is_file() else None
+    return read_json_model(path, RunStatus) if exists(path) else None
 
 
 #: the verdict of a file SHA256SUMS lists that the folder no longer holds
 MISSING = "MISSING: listed in SHA256SUMS, not in the folder"
 
 
-def _unreadable(rel: str, reason: str, stem: str, exp: Experiment | None) -> Unreadable:
-    """An unreadable payload with what its name and the lock say it was meant to hold."""
-    parts = stem_parts(stem)
-    cfg = (
-        next((c for c in exp.configurations if parts and c.name == parts[0]), None)
-        if exp is not None
-        else None
+def _in_experiment_order(runs: list[RunView], configs: tuple[ConfigInfo, ...]) -> None:
+    """The experiment's order, not the file names' (the seed lists vLLM DFlash first)."""
+    order = {c.name: i for i, c in enumerate(configs)}
+    runs.sort(
+        key=lambda r: (
+            order.get(r.config, len(order)),
+            r.config,
+            r.concurrency,
+            r.attempt is None,
+            r.attempt or "",
+        )
     )
-    return Unreadable(
-        path=rel,
-        reason=reason,
-        config=parts[0] if parts else None,
-        concurrency=parts[1] if parts else None,
-        method=cfg.method if cfg is not None else None,
-    )
+
+
+def _workload(first: Payload) -> dict[str, Any]:
+    """The workload as the report's Test setup states it (every payload's: one run)."""
+    wl = first.evidence.workload
+    out: dict[str, Any] = {
+        "prompt_tokens": wl.prompt_tokens,
+        "max_tokens": wl.max_tokens,
+        "warmup": wl.warmup,
+        "iterations": wl.iterations,
+        "temperature": wl.temperature,
+        "ignore_eos": wl.ignore_eos,
+    }
+    if wl.prompt_set is not None:
+        out["prompt_set"] = wl.prompt_set.name
+    return out
+
+
+def _in_order(runs: list[RunView], kept: list[Read]) -> list[Payload]:
+    """The payload of each run, in the runs' order."""
+    by_stem = {Path(r.rel).stem: r.payload for r in kept}
+    return [by_stem[r.key] for r in runs]
 
 
 def _run_ids(lock: RunLock | None, payloads: list[Payload]) -> tuple[str, ...]:

@@ -336,6 +336,11 @@ class RunSet(StrictModel):
     )
     source_via: str | None = Field(default=None, description="how the SHA is known, if not git")
     workload: dict[str, Any] = Field(default_factory=dict)
+    measured_workload: dict[str, Any] = Field(
+        default_factory=dict,
+        description="what every payload measured, field by field (bench.schema workload_of): "
+        "compare holds it equal across hosts",
+    )
     configs: tuple[ConfigInfo, ...] = ()
     runs: tuple[RunView, ...] = ()
     published_deltas: tuple[PublishedDelta, ...] = ()
@@ -354,7 +359,12 @@ class RunSet(StrictModel):
         default=None, description="the matrix's --time-scale override of the emulator, if any"
     )
     unreadable: tuple[Unreadable, ...] = Field(
-        default=(), description="payloads that could not be read (listed, never left unsaid)"
+        default=(),
+        description="payloads that could not be read or used (contradicted by their own "
+        "evidence or by SHA256SUMS): listed, never left unsaid, used for no figure",
+    )
+    unvouched: tuple[str, ...] = Field(
+        default=(), description="files SHA256SUMS does not list, or its absence (report._trust)"
     )
     run_ids: tuple[str, ...] = Field(
         default=(), description="the run's id (its lock's, else those its payloads carry)"

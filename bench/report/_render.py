@@ -8,14 +8,13 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import hashlib
 import os
 import shlex
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from bench.core import TOY_MODEL_BANNER, InputError, ensure_dir, write_text
+from bench.core import TOY_MODEL_BANNER, InputError, ensure_dir, sha256_file, write_text
 from bench.report._charts import Chart, ChartSpec, draw, render_charts
 from bench.report._claims import single_request, speculative, sweeps
 from bench.report._compare import compare_hosts
@@ -120,7 +119,7 @@ def _bytecode_cache() -> Any:
     base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
     # keyed by this module's source: a filter that becomes context-aware is compiled into the
     # template's code, so bytecode of an earlier filter set would call it wrongly
-    code = hashlib.sha256(Path(__file__).read_bytes()).hexdigest()[:12]
+    code = sha256_file(Path(__file__))[:12]
     folder = base / "specbench" / "jinja" / code
     try:
         folder.mkdir(parents=True, exist_ok=True)

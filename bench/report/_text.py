@@ -3,11 +3,20 @@ are escaped for inline use or fenced so they cannot change the document's struct
 
 from __future__ import annotations
 
-import re
+# one escape for every document: bench/core/_markdown.py (these names stay importable here)
+from bench.core import md_cell, md_code, md_fence, md_inline
 
-# Every character that can open inline syntax (links, emphasis, code, HTML, tables, entities).
-_INLINE_SPECIAL = re.compile(r"([\\`*_\[\]<>#!|~&])")
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
+__all__ = [
+    "engine_label",
+    "fmt",
+    "md_cell",
+    "md_code",
+    "md_fence",
+    "md_inline",
+    "method_label",
+    "p_is",
+    "pct",
+]
 
 ENGINE_NAMES = {"vllm": "vLLM", "sglang": "SGLang"}
 METHOD_NAMES = {
@@ -26,36 +35,6 @@ def engine_label(engine: str) -> str:
 
 def method_label(method: str) -> str:
     return METHOD_NAMES.get(method.upper(), method)
-
-
-def md_inline(text: object) -> str:
-    """Escape every character Markdown could read as syntax; newlines become spaces."""
-    flat = _CONTROL.sub(" ", str(text)).replace("\r", " ").replace("\n", " ")
-    return _INLINE_SPECIAL.sub(r"\\\1", flat)
-
-
-def md_cell(text: object) -> str:
-    """A table cell: inline-escaped (``|`` included), never empty."""
-    out = md_inline(text)
-    return out if out else " "
-
-
-def md_code(text: object) -> str:
-    """Inline code span whose backtick fence is longer than any backtick run inside."""
-    flat = _CONTROL.sub(" ", str(text)).replace("\r", " ").replace("\n", " ")
-    runs = [len(m) for m in re.findall(r"`+", flat)]
-    fence = "`" * (max(runs, default=0) + 1)
-    pad = " " if flat.startswith("`") or flat.endswith("`") or not flat.strip() else ""
-    return f"{fence}{pad}{flat}{pad}{fence}"
-
-
-def md_fence(lines: list[str] | str, info: str = "text") -> str:
-    """A fenced code block that no line of ``lines`` can close early."""
-    body = lines if isinstance(lines, str) else "\n".join(lines)
-    body = _CONTROL.sub(" ", body.replace("\r\n", "\n").replace("\r", "\n"))
-    runs = [len(m) for m in re.findall(r"`{3,}|~{3,}", body)]
-    fence = "`" * max(3, max(runs, default=0) + 1)
-    return f"{fence}{info}\n{body}\n{fence}"
 
 
 def fmt(value: float | None, digits: int = 2, unit: str = "") -> str:

@@ -17,6 +17,7 @@ from bench.schema._experiment import (
     read_experiment_document,
 )
 from bench.schema._hardware import GpuEntry, GpuExtended, Hardware, HardwareExtended
+from bench.schema._invariants import payload_findings
 from bench.schema._payload import (
     PAYLOAD_SCHEMA,
     AcceptanceDelta,
@@ -66,6 +67,7 @@ from bench.schema._pins import (
     PinsLock,
     PinSource,
     apply_lock,
+    check_host,
     lock_path_for,
     locked,
     read_lock,
@@ -85,6 +87,7 @@ from bench.schema._run import (
     RunStatus,
     WeightsFile,
 )
+from bench.schema._same_run import lock_findings, workload_differences, workload_of
 from bench.schema._speculation import (
     AccuracyItem,
     AccuracyRecord,
@@ -100,6 +103,7 @@ from bench.schema._suite import (
     SuiteTest,
     UpstreamSelection,
 )
+from bench.schema._sums import SUMS, parse_sums, read_sums, sums_text
 from bench.schema._telemetry import (
     THROTTLE_MASK,
     GpuSample,
@@ -117,6 +121,7 @@ __all__ = [
     "PINS_SCHEMA",
     "PLAN_FILE",
     "STATUS_FILE",
+    "SUMS",
     "THROTTLE_MASK",
     "UNRESOLVED",
     "WEIGHTS_FILE",
@@ -194,19 +199,27 @@ __all__ = [
     "WeightsFile",
     "Workload",
     "apply_lock",
+    "check_host",
     "check_payload",
     "check_payload_file",
     "decode_reasons",
     "experiment_path",
     "forget_pins",
+    "lock_findings",
     "lock_path_for",
     "locked",
     "parse_experiment_document",
+    "parse_sums",
+    "payload_findings",
     "payload_json_schema",
     "read_experiment_document",
     "read_lock",
     "read_payload",
+    "read_sums",
     "record_pins",
+    "sums_text",
+    "workload_differences",
+    "workload_of",
     "write_lock",
     "write_payload",
 ]

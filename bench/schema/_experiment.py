@@ -17,6 +17,7 @@ from pydantic import AfterValidator, Field, ValidationError, field_validator, mo
 from bench.core import (
     DRAFT_CHECKPOINT_METHODS,
     MAX_CONCURRENCY,
+    SERVED_NAME,
     EngineName,
     InputError,
     IterationCount,
@@ -175,9 +176,40 @@ class ModelPin(StrictModel):
     mtp_head_bytes: ByteEstimate | None = None
     kv_bytes_per_token: ByteEstimate | None = None
 
+    @field_validator("path")
+    @classmethod
+    def _a_folder_below_models(cls, v: str) -> str:
+        # '/models/..' matches the pattern and is the folder above every model
+        if v.removeprefix("/models/") in (".", ".."):
+            raise ValueError("must name a folder inside /models, not '.' or '..'")
+        return v
+
     @property
     def dirname(self) -> str:
         return self.path.removeprefix("/models/")
+
+
+def inside_dataset(v: str) -> str:
+    """A dataset's file as a relative path inside the dataset (issue 47, class 6): it becomes
+    ``<models_dir>/datasets/<name>/<file>`` on the GPU host and in the matrix, so '..', an
+    absolute path, an empty part, a backslash or a control character is refused wherever the
+    field is read (plan, pins show and record, the models stage, the matrix)."""
+    parts = v.split("/")
+    if (
+        v.startswith("/")
+        or any(p in ("", ".", "..") for p in parts)
+        or any(c == "\\" or ord(c) < 32 or ord(c) == 127 for c in v)
+    ):
+        raise ValueError(f"{v!r} must be a path inside the dataset")
+    return v
+
+
+#: a file of a dataset repository, as a path inside it
+DatasetFile = Annotated[
+    str,
+    Field(min_length=1, description="the JSONL file inside the dataset repository"),
+    AfterValidator(inside_dataset),
+]
 
 
 class DatasetPin(StrictModel):
@@ -188,7 +220,7 @@ class DatasetPin(StrictModel):
 
     hf_id: str = Field(pattern=r"^[\w.-]+/[\w.-]+$")
     revision: Revision
-    file: str = Field(min_length=1, description="the JSONL file inside the dataset repository")
+    file: DatasetFile
     sha256: str = Field(description="sha256 of that file, or 'unresolved'")
 
     @field_validator("sha256")
@@ -470,7 +502,7 @@ class Experiment(StrictModel):
         description="a generated tiny model (the engine tier): every payload and report says "
         "so and publish refuses it",
     )
-    served_model: str = Field(min_length=1, description="alias the servers expose")
+    served_model: str = Field(pattern=SERVED_NAME, description="alias the servers expose")
     quantization: str = Field(min_length=1)
     tensor_parallel: int = Field(ge=1)
     prefix_caching: dict[EngineName, bool] = Field(default_factory=dict)

@@ -34,11 +34,12 @@ from bench.core import (
     InputError,
     StrictModel,
     describe_validation_error,
+    exists,
     parse_yaml,
     read_text,
     write_text,
 )
-from bench.schema._experiment import UNRESOLVED, Experiment
+from bench.schema._experiment import UNRESOLVED, DatasetFile, Experiment
 
 PINS_SCHEMA: Final = "specbench.pins/1"
 
@@ -49,6 +50,18 @@ PinSource = Literal["experiment", "lock", "unpinned"]
 DIGEST_FORM = re.compile(r"^sha256:[0-9a-f]{64}$")
 REVISION_FORM = re.compile(r"^[0-9a-f]{40}$")
 SHA256_FORM = re.compile(r"^[0-9a-f]{64}$")
+#: a host as an inventory or a hostname names it (a name, an IPv4 or IPv6 address); never
+#: empty, no space, no control character: it is a key of the lock and a line of `pins show`
+HOST_FORM = re.compile(r"^[A-Za-z0-9_\[][A-Za-z0-9_.:%\[\]-]{0,252}$")
+
+
+def check_host(host: str, where: str = "--host") -> str:
+    """``host`` if it can name a host in the lock; else InputError naming ``where``."""
+    if not HOST_FORM.fullmatch(host):
+        raise InputError(
+            where, f"{host[:80]!r} is not a host name (letters, digits, '.', '-', '_', ':')"
+        )
+    return host
 
 
 def _digest(v: str | None) -> str | None:
@@ -76,6 +89,8 @@ class ImageLock(StrictModel):
     @classmethod
     def _ids(cls, v: dict[str, str]) -> dict[str, str]:
         for host, image_id in v.items():
+            if not HOST_FORM.fullmatch(host):
+                raise ValueError(f"{host!r}: not a host name")
             if not DIGEST_FORM.fullmatch(image_id):
                 raise ValueError(f"{host}: must be 'sha256:<64 hex>'")
         return v
@@ -100,7 +115,7 @@ class DatasetLock(ModelLock):
     """What a run resolved for a dataset prompt set (issue 37), like a model's weights: the
     commit its branch pointed at and the sha256 of the prompt file at that commit."""
 
-    file: str
+    file: DatasetFile
     sha256: str
 
     @field_validator("sha256")
@@ -168,11 +183,17 @@ _HEADER = """\
 """
 
 
-def read_lock(path: Path, experiment: str) -> PinsLock:
-    """The lock at ``path`` (an empty one when the file does not exist). Exit 2 on a bad file."""
-    if not path.exists():
+def read_lock(path: Path, experiment: str, *, named: bool = False) -> PinsLock:
+    """The lock at ``path`` (an empty one when the file does not exist). Exit 2 on a bad file.
+    ``named``: the user named this file (``--lock``): it must be there and be a lock, never
+    read as 'nothing pinned' (a mistyped path would unpin every pin)."""
+    if not exists(path):
+        if named:
+            raise InputError(str(path), "no such pins lock (--lock names an existing lock)")
         return PinsLock(experiment=experiment)
     data = parse_yaml(read_text(path, what="pins lock"), str(path))
+    if data is None and named:
+        raise InputError(str(path), "an empty file, not a pins lock (--lock names a lock)")
     try:
         lock = PinsLock.model_validate(data or {"experiment": experiment})
     except ValidationError as err:

@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy.typing as npt
 
-from bench.core import InputError, ensure_dir, write_bytes
+from bench.core import InputError, ensure_dir, parse_json, read_json, write_bytes
 from bench.tinymodel._chain import (
     F32,
     MIN_MARGIN,
@@ -49,6 +49,8 @@ from bench.tinymodel._weights import (
 )
 
 WEIGHTS_FILE = "model.safetensors"
+#: the file that says a folder is a tiny model this command wrote, and lists its files
+MARKER = "specbench-tiny-model.json"
 
 
 def _json_text(data: dict[str, Any]) -> str:
@@ -79,13 +81,51 @@ def _write_model(
     quantized checkpoint) when given, ``weights`` then being the dense weights they encode
     (counted as its parameters). ``extra`` joins specbench-tiny-model.json."""
     files = dict(texts)
-    files["specbench-tiny-model.json"] = _json_text(
+    # the manifest of the folder's own files: a later run replaces these and nothing else
+    own = sorted([*texts, WEIGHTS_FILE, MARKER])
+    files[MARKER] = _json_text(
         {"role": role, "generator": "specbench tiny-model", "spec": spec.model_dump()}
         | (extra or {})
+        | {"files": own}
     )
     data = {name: text.encode("utf-8") for name, text in files.items()}
     data[WEIGHTS_FILE] = safetensors_bytes(weights if tensors is None else tensors)
     return _Planned(folder, data, sum(int(w.size) for w in weights.values()))
+
+
+def _own_files(folder: Path, planned: _Planned) -> set[str]:
+    """The files an earlier run wrote in ``folder``: its manifest's list (a manifest from
+    before the list: the files a run writes there)."""
+    try:
+        doc = read_json(folder / MARKER, what="tiny model manifest")
+    except InputError:
+        doc = None
+    listed = doc.get("files") if isinstance(doc, dict) else None
+    if isinstance(listed, list) and all(isinstance(n, str) for n in listed):
+        return {*listed, MARKER}
+    return {*planned.files, MARKER}
+
+
+def _check_replaceable(p: _Planned) -> None:
+    """Refuse (exit 2, before anything is written) a folder of a model's name that is not a
+    tiny model this command wrote, or that holds anything it did not write: replacing the
+    folder would delete it."""
+    folder = p.folder
+    if not folder.exists() and not folder.is_symlink():
+        return
+    if folder.is_symlink() or not folder.is_dir() or not (folder / MARKER).is_file():
+        raise InputError(
+            str(folder),
+            f"exists and is not a model `specbench tiny-model` wrote (no {MARKER}): it would "
+            "be replaced; give another folder",
+        )
+    foreign = sorted({q.name for q in folder.iterdir()} - _own_files(folder, p))
+    if foreign:
+        raise InputError(
+            str(folder / foreign[0]),
+            f"not written by `specbench tiny-model` ({len(foreign)} such file(s) in "
+            f"{folder.name}/): replacing the model would delete it; move it away first",
+        )
 
 
 def _commit(planned: _Planned) -> TinyModel:
@@ -153,7 +193,7 @@ def _write_gptq_mtp35(
     (``mtp35vl_gptq``, bench/tinymodel/_qwen35vl.py); the same tensors."""
     vocab_size, embedding, head = chain
     made = gptq_qwen35_weights(spec, vocab_size, embedding, head, options)
-    config = json.loads(texts["config.json"])
+    config = parse_json(texts["config.json"], "config.json")
     out: dict[str, _Planned] = {}
     for key, folder, mtprule in (
         ("mtp35_gptq", "mtp35-gptq", False),
@@ -283,15 +323,10 @@ def make_tiny_models(
                 out_dir, spec, gptq, (vocab_size, embedding, head), mtp35_texts
             )
         # every model is made and every option checked: only now is anything written, and a
-        # folder of a model's name is replaced only when it is a tiny model this command wrote
+        # folder of a model's name is replaced only when it holds nothing but what this
+        # command wrote there
         for p in planned.values():
-            marker = p.folder / "specbench-tiny-model.json"
-            if p.folder.is_symlink() or (p.folder.exists() and not marker.is_file()):
-                raise InputError(
-                    str(p.folder),
-                    "exists and is not a model `specbench tiny-model` wrote (no "
-                    f"{marker.name}): it would be replaced; give another folder",
-                )
+            _check_replaceable(p)
         ensure_dir(out_dir, "out")
         made = {key: _commit(p) for key, p in planned.items()}
     except OSError as err:

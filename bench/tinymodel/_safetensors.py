@@ -19,7 +19,10 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from bench.core import write_bytes
+from bench.core import read_bytes, read_safetensors_header, write_bytes
+
+#: a generated tiny model's file is a few MB; read whole, as no real checkpoint is
+MAX_TINY_BYTES = 1 << 30
 
 _ALIGN = 8
 #: numpy dtype of a written array -> (safetensors dtype, little-endian numpy dtype of its bytes)
@@ -84,10 +87,8 @@ def write_bf16_safetensors(path: Path, tensors: dict[str, npt.NDArray[np.float32
 def read_safetensors(path: Path) -> dict[str, tuple[str, npt.NDArray[Any]]]:
     """Every tensor of ``path`` as (its safetensors dtype, its values): BF16 as float32 (exact),
     F16 as float16, I32 as int32."""
-    raw = path.read_bytes()
-    (size,) = struct.unpack("<Q", raw[:8])
-    header = json.loads(raw[8 : 8 + size])
-    data = raw[8 + size :]
+    header, start = read_safetensors_header(path)
+    data = read_bytes(path, what="safetensors file", max_bytes=MAX_TINY_BYTES)[start:]
     out: dict[str, tuple[str, npt.NDArray[Any]]] = {}
     for name, info in header.items():
         if name == "__metadata__":

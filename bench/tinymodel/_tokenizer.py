@@ -8,6 +8,8 @@ from typing import Any
 
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
+from bench.core import parse_json
+
 END_OF_TEXT = "<|endoftext|>"
 IM_START = "<|im_start|>"
 IM_END = "<|im_end|>"
@@ -95,7 +97,8 @@ def special_id(tok: Tokenizer, token: str) -> int:
 
 def tokenizer_json(tok: Tokenizer) -> str:
     """The tokenizer serialized with sorted keys (stable bytes)."""
-    return json.dumps(json.loads(tok.to_str()), indent=1, sort_keys=True, ensure_ascii=False)
+    doc = parse_json(tok.to_str(), "tokenizer.json")
+    return json.dumps(doc, indent=1, sort_keys=True, ensure_ascii=False)
 
 
 def tokenizer_config(tok: Tokenizer, max_length: int) -> dict[str, Any]:

@@ -121,7 +121,7 @@ CASES = [
     Case("compare art art2 --out afile/c", 2, "--out"),
     Case("compare art art --out c", 2, "art: the same run folder as art"),
     Case("tiny-model", 2, USAGE),
-    Case("tiny-model afile", 2, "afile"),
+    Case("tiny-model afile", 2, "OUT"),
     # hardware / provenance / probe / telemetry-sample / roofline
     Case("hardware --from-dump missing.json", 2, "missing.json"),
     Case("hardware --from-dump bad.json", 2, "bad.json"),

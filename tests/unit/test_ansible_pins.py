@@ -85,7 +85,7 @@ def _pins(tmp: Path, lock: dict[str, Any] | None = None, host: str = "gpu1") -> 
         path.write_text(yaml.safe_dump({"experiment": "qwen38-27b-gptq-2x3090", **lock}))
     r = subprocess.run(
         [sys.executable, "-m", "bench", "pins", "show", str(EXPERIMENT), "--host", host,
-         "--lock", str(path), "--document", "-", "--json"],
+         "--lock", str(path), "--lock-may-be-new", "--document", "-", "--json"],
         input=json.dumps(yaml.safe_load(EXPERIMENT.read_text())),
         capture_output=True, text=True, timeout=60, check=True,
     )  # fmt: skip
@@ -267,11 +267,13 @@ def test_benchmark_argv_uses_only_options_matrix_has() -> None:
         "specbench_experiment": "e.yaml",
         "inventory_hostname": "gpu1",
         "pins_lock_file": "/controller/repo/e.lock.yaml",
+        "benchmark_long_matrix_ok": True,
     }
     argv = _render(env["benchmark_argv"], env)
     assert argv[:3] == ["/h/venv/bin/specbench", "matrix", "/h/src/e.yaml"]
     used = {a.split("=", 1)[0] for a in argv if a.startswith("--")}
-    assert {"--emulate", "--emulator-image", "--time-scale", "--only", "--pins-host"} <= used
+    want = {"--emulate", "--emulator-image", "--time-scale", "--only", "--pins-host", "--yes"}
+    assert want <= used
     # the host's own entry in the pins lock, copied into the run's folder on the host
     at = argv.index("--pins-lock")
     assert (

@@ -89,6 +89,8 @@ def test_xdist_groups() -> None:
     assert xdist_group("tests/engine/test_vllm_cpu.py::t") == "engine"
     assert xdist_group("tests/unit/test_stats.py::t") is None
     assert xdist_group("tests/integration/test_cli_errors.py::test_bad_input[x]") == "cli-errors"
+    assert xdist_group("tests/unit/test_generative_artifacts.py::t") == "demo-seeds"
+    assert xdist_group("tests/unit/test_invariants.py::t") == "demo-seeds"
 
 
 def test_xdist_runs_a_group_in_one_worker(tmp_path: Path) -> None:

@@ -9,11 +9,13 @@ import math
 import pytest
 
 from bench.measure import RunSpec
+from bench.measure._acceptance import VLLM_ACCEPTED, VLLM_DRAFT_TOKENS, VLLM_DRAFTS
 from bench.measure._loop import _iteration_record, _payload
 from bench.schema import (
     AcceptanceDelta,
     Hardware,
     IterationRecord,
+    MetricSnapshot,
     Payload,
     RequestRecord,
     check_payload,
@@ -166,11 +168,20 @@ def iteration(
     acceptance: AcceptanceDelta | None = None,
     reasons: tuple[str, ...] = (),
 ) -> IterationRecord:
+    start, end = records[0].sent_at, records[0].sent_at + 1
+    if acceptance is not None:
+        # the vLLM counters scraped around the window, whose delta the acceptance is (every
+        # reader recomputes it from them: bench/schema/_invariants.py)
+        names = (VLLM_DRAFTS, VLLM_DRAFT_TOKENS, VLLM_ACCEPTED)
+        counts = (acceptance.drafts, acceptance.draft_tokens, acceptance.accepted_tokens)
+        before = MetricSnapshot(at=start - 0.01, values=dict.fromkeys(names, 0.0))
+        after = MetricSnapshot(at=end + 0.01, values=dict(zip(names, counts, strict=True)))
+        acceptance = acceptance.model_copy(update={"before": before, "after": after})
     return IterationRecord(
         index=index,
         warmup=warmup,
-        window_start=records[0].sent_at,
-        window_end=records[0].sent_at + 1,
+        window_start=start,
+        window_end=end,
         requests=records,
         per_stream_mean_tok_s=per_stream,
         aggregate_tok_s=aggregate,

@@ -86,3 +86,41 @@ def test_a_malformed_dataset_value_is_refused(
     assert not lock_path_for(exp_file).exists()
     code, _, err = _cli(capsys, "forget", str(exp_file), "--dataset", NAME)
     assert code == 2  # no lock yet
+
+
+@pytest.mark.parametrize("file", ["../../etc/passwd", "/etc/passwd", "a//b.jsonl", "./x.jsonl"])
+def test_a_dataset_file_outside_its_dataset_is_refused_wherever_it_is_read(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], file: str
+) -> None:
+    """Issue 47, class 6: main 101bc6e refused it in the matrix only; plan, `pins show --json`
+    (what the Ansible models stage reads to fetch it) and `pins record` passed it on."""
+    exp = dataset_experiment(tmp_path, NAME, file)
+    rev = f"{NAME}={'a' * 40}:{'b' * 64}"
+    for argv in (
+        ["pins", "show", str(exp), "--host", "h", "--json"],
+        ["pins", "record", str(exp), "--host", "h", "--dataset", rev],
+        ["plan", str(exp)],
+        ["matrix", str(exp), "--out", str(tmp_path / "run"), "--emulate"],
+    ):
+        try:
+            main(argv)
+            code = 0
+        except SystemExit as done:
+            code = int(done.code or 0)
+        err = capsys.readouterr().err
+        assert code == 2, (argv, err)
+        assert "workload.prompt_set.dataset.file" in err, err
+        assert "must be a path inside the dataset" in err, err
+    assert not (tmp_path / "run").exists() and not (tmp_path / "e.lock.yaml").exists()
+
+
+def test_a_lock_whose_dataset_file_leaves_the_dataset_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], exp_file: Path
+) -> None:
+    lock = tmp_path / "e.lock.yaml"
+    lock.write_text(
+        yaml.safe_dump({"experiment": "qwen38-27b-gptq-2x3090-categories", "datasets": {NAME: {
+            "hf_id": "org/prompts", "revision": "a" * 40, "file": "../x", "sha256": "b" * 64}}})
+    )  # fmt: skip
+    code, _, err = _cli(capsys, "show", str(exp_file), "--host", "h", "--json")
+    assert code == 2 and "datasets" in err and "must be a path inside the dataset" in err

@@ -58,6 +58,23 @@ def test_a_bad_line_is_named_by_file_and_line(line: str, why: str) -> None:
     assert why in str(err.value)
 
 
+@pytest.mark.parametrize("sep", ["\u2028", "\u2029", "\u0085"])
+def test_records_end_at_newline_only(sep: str) -> None:
+    """The JSON Lines rule (issue 47, class 8): a line break Python's splitlines knows but JSON
+    Lines does not is part of the string it is in (main 101bc6e split the record there and
+    refused a legal prompt set)."""
+    text = (
+        '{"category": "code", "prompt": "one' + sep + 'two"}\r\n'
+        '{"category": "prose", "messages": [{"role": "user", "content": "a' + sep + 'b"}]}\n'
+    )
+    ps = parse_prompt_set(text, "set.jsonl", "s")
+    assert [i.text() for i in ps.of("code")] == [f"one{sep}two"]
+    assert ps.of("prose")[0].chat_messages()[0]["content"] == f"a{sep}b"
+    with pytest.raises(InputError) as err:  # a line number still counts '\n' only
+        parse_prompt_set(text + "\n{", "set.jsonl", "s")
+    assert err.value.where.startswith("set.jsonl:4")
+
+
 def test_a_changed_file_or_an_unreadable_one_is_refused(tmp_path: Path) -> None:
     f = tmp_path / "p.jsonl"
     f.write_text(GOOD, encoding="utf-8")

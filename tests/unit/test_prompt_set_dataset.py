@@ -120,7 +120,7 @@ def test_plan_counts_the_categories_once_the_dataset_is_fetched(tmp_path: Path) 
     cache = tmp_path / "cache"
     assert categories(exp, str(cache)) == []
     before = render_plan(exp, model_cache=str(cache))
-    assert f"read from {cache / 'datasets' / NAME / FILE}" in before
+    assert f"read from `{cache / 'datasets' / NAME / FILE}`" in before  # a path, in code
     assert "until the models stage" in before
     _fetched(cache)
     assert categories(exp, str(cache)) == ["code", "prose"]

@@ -8,7 +8,13 @@ from pathlib import Path
 
 import pytest
 from markdown_it import MarkdownIt
-from report_factory import experiment_lock, seed_matrix, write_artifacts
+from report_factory import (
+    experiment_lock,
+    seed_matrix,
+    set_hardware,
+    write_artifacts,
+    write_sums,
+)
 
 from bench.machine import ceiling, decode_bytes_from_checkpoint
 from bench.report import load_artifacts, render_report
@@ -61,7 +67,7 @@ DUAL_3090 = Hardware(
 @pytest.fixture
 def art(tmp_path: Path) -> Path:
     root = write_artifacts(tmp_path / "art", seed_matrix(), lock=experiment_lock())
-    (root / "hardware.json").write_text(DUAL_3090.model_dump_json())
+    set_hardware(root, DUAL_3090)
     prov = {
         "git": {"sha": "0123abcd", "dirty": True},
         "specbenchVersion": "0.1.0",
@@ -156,8 +162,7 @@ def test_unknown_inputs_are_said_not_invented(art: Path, tmp_path: Path) -> None
     exp = lock.get("experiment", lock)
     exp["models"]["target"].pop("weight_bytes")
     (art / "experiment.lock.json").write_text(json.dumps(lock))
-    hw = DUAL_3090.model_copy(update={"extended": None})
-    (art / "hardware.json").write_text(hw.model_dump_json())
+    set_hardware(art, DUAL_3090.model_copy(update={"extended": None}))
     roof = load_artifacts(art).roofline
     assert roof is not None and roof.bandwidth_gbs is None
     assert all(r.ceiling is None and r.unknown for r in roof.rows)
@@ -187,6 +192,7 @@ def test_hardware_provenance_tables_and_telemetry(art: Path, tmp_path: Path) -> 
     )
     ev = p.evidence.model_copy(update={"telemetry": summ})
     write_payload(f, p.model_copy(update={"evidence": ev}))
+    write_sums(art)  # as the run would have vouched for it
     text = _report(art, tmp_path)
     assert "| Driver | 580.95.05 |" in text and "| CUDA (driver) | 13.0 |" in text
     assert "| 1 | 4/4 | x8/x16 | 350 W | 936 GB/s |" in text

@@ -16,7 +16,18 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from report_factory import Spec, depth_lock, jitter, lock_for, seed_matrix, write_artifacts
+from report_factory import (
+    HF_ID,
+    OUTPUT,
+    PROMPT,
+    Spec,
+    depth_lock,
+    jitter,
+    lock_for,
+    seed_matrix,
+    write_artifacts,
+    write_sums,
+)
 
 from bench.demo import demo_document
 from bench.engines import load_experiment, parse_experiment
@@ -52,13 +63,20 @@ def _lock(exp: Experiment, specs: list[Spec]) -> str:
         for c in exp.configurations
         if c.name in levels
     ]
+    # the factory's payloads measure 1044 prompt / 512 output tokens: so does the lock's run
+    # (issue 47: a payload of another workload than its lock's is refused)
+    workload = exp.workload.model_copy(update={"prompt_tokens": PROMPT, "max_tokens": OUTPUT})
+    target = exp.target.model_copy(update={"hf_id": HF_ID})
+    models = {**exp.models, exp.target_model: target}
     lock = RunLock(
         run_id="test",
         prompt_seed=0,
         created_at="2026-12-03T00:00:00+00:00",
         simulated=True,
         launcher="process",
-        experiment=exp.model_copy(update={"configurations": configs}),
+        experiment=exp.model_copy(
+            update={"configurations": configs, "workload": workload, "models": models}
+        ),
     )
     return lock.model_dump_json(by_alias=True)
 
@@ -285,6 +303,7 @@ def render_shape(name: str, root: Path) -> tuple[str, Path]:
     art = write_artifacts(root / "art", specs, lock=lock)
     if name == "beyond-fixed-k":
         _plan(art, lock)
+        write_sums(art)  # the matrix lists plan.json in SHA256SUMS with the rest
     path = render_report(art, root / "out")
     # file digests follow the payload schema, not the report: a golden names them by place
     text = re.sub(r"\b[0-9a-f]{64}\b", "<sha256>", path.read_text(encoding="utf-8"))
