@@ -14,7 +14,7 @@ from typing import Any, Literal
 import pytest
 import yaml
 
-from bench.emulator import load_profile, serve_in_thread
+from bench.emulator import EmulatorHandle, load_profile, serve_in_thread
 from bench.engines import get_engine, load_experiment
 from bench.matrix import Artifacts, MatrixOptions, run_matrix
 from bench.measure import GraphCheck, graph_check
@@ -30,6 +30,29 @@ from bench.schema import (
 )
 
 SCALE = 0.01
+DRAFTED = re.compile(r"SpecDecoding metrics: .* Drafted: (\d+) tokens")
+
+
+def _draft_tokens(base_url: str) -> float:
+    """The engine's own count of draft tokens (its /metrics counter)."""
+    with urllib.request.urlopen(f"{base_url}/metrics", timeout=30) as resp:
+        text = resp.read().decode()
+    name = "vllm:spec_decode_num_draft_tokens_total"
+    return sum(float(x.rsplit(" ", 1)[1]) for x in text.splitlines() if x.startswith(name + "{"))
+
+
+def _wait_for_the_last_stats_record(h: EmulatorHandle, mark: int, drafted: float) -> None:
+    """vLLM logs its stats (graph use with them) once per interval, after the steps they
+    count: wait until the records logged since ``mark`` count every draft token the engine's
+    counter gained (the interval holding the last step has been logged), however long the
+    machine takes. A hang guard, not a timing bound."""
+    deadline = time.monotonic() + 60
+    while True:
+        logged = sum(int(m.group(1)) for x in h.log_lines[mark:] for m in DRAFTED.finditer(x))
+        if logged >= drafted:
+            return
+        assert time.monotonic() < deadline, (logged, drafted)
+        time.sleep(0.01)
 
 
 def run_and_check(engine: str, fail: list[str], metrics: bool) -> GraphCheck:
@@ -39,6 +62,7 @@ def run_and_check(engine: str, fail: list[str], metrics: bool) -> GraphCheck:
     with serve_in_thread(engine, profile, fail=fail) as h:
         assert h.wait_ready(30)
         mark = len(h.log_lines)
+        drafted_before = _draft_tokens(h.base_url) if engine == "vllm" else 0.0
         body = {
             "model": profile.served_model,
             "messages": [{"role": "user", "content": "word " * 40}],
@@ -53,7 +77,11 @@ def run_and_check(engine: str, fail: list[str], metrics: bool) -> GraphCheck:
             )
             with urllib.request.urlopen(req, timeout=30) as resp:
                 resp.read()
-        time.sleep(profile.log_interval_s * SCALE * 2)  # one more vLLM stats interval
+        if engine == "vllm":
+            drafted = _draft_tokens(h.base_url) - drafted_before
+            assert drafted > 0
+            _wait_for_the_last_stats_record(h, mark, drafted)
+        # SGLang logs its decode lines from the decode steps themselves, as they run
         lines = list(h.log_lines)
     patterns = get_engine(engine).graph_patterns
     assert patterns is not None
