@@ -94,11 +94,14 @@ test-contract: setup
 test-engine: setup
 	$(BIN)/pytest -m engine tests
 
+# check_test_timing.py: no test asserts a latency, percentile or elapsed-time bound (those are
+# benchmarks' figures: `make bench`, docs/benchmarks.md)
 lint: setup
-	$(BIN)/ruff check bench tests
-	$(BIN)/ruff format --check bench tests
+	$(BIN)/ruff check bench tests scripts/check_test_timing.py
+	$(BIN)/ruff format --check bench tests scripts/check_test_timing.py
 	$(BIN)/mypy --strict bench
 	$(BIN)/lint-imports
+	$(BIN)/python scripts/check_test_timing.py
 
 # Mutation score of the rules that decide a run (docs/MUTATION.md); not part of `make test`.
 # MUTATION_JOBS=N runs N mutants at once; ARGS="--only stats acceptance" narrows it.
