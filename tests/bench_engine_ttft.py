@@ -15,7 +15,7 @@ recorded in docs/benchmarks.md with the load, never asserted by a test; the test
 load changes (the client never below the engine, both clocks in every window).
 
 Needs Docker and the image of docker/vllm-cpu/build.sh (``make test-engine`` builds it); about
-four minutes for the whole tiny experiment on an idle 2-core machine.
+5-8 minutes for the whole tiny experiment on 2 cores (docs/benchmarks.md).
 """
 
 from __future__ import annotations
