@@ -13,6 +13,7 @@ from typing import Any, Literal
 
 import pytest
 import yaml
+from emulator_profiles import without_load_time
 
 from bench.emulator import EmulatorHandle, load_profile, serve_in_thread
 from bench.engines import get_engine, load_experiment
@@ -121,11 +122,15 @@ def test_matrix_judges_graphs_per_level(tmp_path: Path) -> None:
     data["configurations"] = [base, eager, unused]
     for c in data["configurations"]:
         c["concurrency"] = [1]
+        # its oracle needs valid payloads: streams of ~20 ms (time scale 0.01) can reach a
+        # stalled client in one read (an invalid request), so ten times slower, without the
+        # emulated load time that would cost (tests/emulator_profiles.py)
+        without_load_time(c, tmp_path)
     data["workload"].update(prompt_tokens=200, max_tokens=96, warmup=1, iterations=2)
     path = tmp_path / "graphs.yaml"
     path.write_text(yaml.safe_dump(data, sort_keys=False))
     out = tmp_path / "out"
-    opts = MatrixOptions(out=out, launcher="process", time_scale=SCALE, show_progress=False)
+    opts = MatrixOptions(out=out, launcher="process", time_scale=0.1, show_progress=False)
     result = run_matrix(load_experiment(path), opts, experiment_path=path)
     assert [o.status for o in result.outcomes] == ["done"] * 3
     arts = Artifacts(out)
