@@ -9,7 +9,7 @@ OUT ?= runs/$(shell date -u +%Y%m%dT%H%M%SZ)
 INVENTORY ?= inventory.yml
 ARGS ?=
 
-.PHONY: setup setup-runtime setup-pip lock demo test test-unit test-integration test-e2e test-contract test-engine lint mutation base-image reproduce provision clean
+.PHONY: setup setup-runtime setup-pip lock demo test test-unit test-integration test-e2e test-contract test-engine lint bench bench-engine mutation base-image reproduce provision clean
 
 # The Python environment comes from uv.lock (every package pinned, with hashes). uv is
 # bootstrapped into .tools/ by pip from requirements/uv.txt (hash-pinned); pass UV=uv to use
@@ -94,11 +94,27 @@ test-contract: setup
 test-engine: setup
 	$(BIN)/pytest -m engine tests
 
+# check_test_timing.py: no test asserts a latency, percentile or elapsed-time bound (those are
+# benchmarks' figures: `make bench`, docs/benchmarks.md)
 lint: setup
-	$(BIN)/ruff check bench tests
-	$(BIN)/ruff format --check bench tests
+	$(BIN)/ruff check bench tests scripts/check_test_timing.py
+	$(BIN)/ruff format --check bench tests scripts/check_test_timing.py
 	$(BIN)/mypy --strict bench
 	$(BIN)/lint-imports
+	$(BIN)/python scripts/check_test_timing.py
+
+# Benchmarks: figures, never pass/fail; their results, with the machine and its load, are in
+# docs/benchmarks.md. Not part of `make test`. bench-engine needs Docker and the vLLM CPU image
+# (`make test-engine` builds it) and runs the engine tier's tiny experiment (5-8 min on 2 cores);
+# tests/bench_compare.py (the fleet's statistics, ~5 min) runs alone.
+bench: setup
+	$(BIN)/python tests/bench_client.py --quick
+	$(BIN)/python tests/bench_emulator.py
+	$(BIN)/python tests/bench_sampler.py
+	$(BIN)/python tests/bench_report.py
+
+bench-engine: setup
+	$(BIN)/python tests/bench_engine_ttft.py $(ARGS)
 
 # Mutation score of the rules that decide a run (docs/MUTATION.md); not part of `make test`.
 # MUTATION_JOBS=N runs N mutants at once; ARGS="--only stats acceptance" narrows it.

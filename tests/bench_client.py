@@ -11,7 +11,9 @@ write stamps are directly comparable. Three parts:
    step, one token per chunk: the worst case for per-chunk cost). TTFT error = client's first
    token time - server's first-token write time; decode error = client decode tok/s relative to
    the rate computed from the server's write times, both with usage's completion_tokens.
-   Printed as p50/p99 of the absolute error.
+   Printed as p50/p99 of the absolute error, against the targets the integration tests once
+   asserted (TTFT within 5 ms of the server's write, decode rate within 5%; a loaded machine
+   broke them, so they are this benchmark's, recorded in docs/benchmarks.md with the load).
 2. The same at a high aggregate rate (16 streams, short steps) to show where distortion starts.
 3. Ingest capacity: 16 streams written as fast as the server can; client tokens per second of
    wall time and per CPU-second (the one-core capacity), for this client and, for comparison,
@@ -272,6 +274,18 @@ async def ingest_aiohttp(url: str, c: int, m: int) -> tuple[float, float, float]
     return tokens / (w1 - w0), rate, rate
 
 
+TARGET_TTFT_ERR_MS, TARGET_DECODE_ERR_PCT = 5.0, 5.0
+
+
+def _verdict(r: dict[str, Any]) -> str:
+    ttft_ok = r["ttft_err_ms_p99"] < TARGET_TTFT_ERR_MS
+    ok = ttft_ok and r["decode_err_pct_p99"] < TARGET_DECODE_ERR_PCT
+    return (
+        f"   target p99 |TTFT error| < {TARGET_TTFT_ERR_MS:g} ms and |decode error| < "
+        f"{TARGET_DECODE_ERR_PCT:g}%: {'met' if ok else 'MISSED'}"
+    )
+
+
 async def run(url: str, quick: bool) -> None:
     m = 256 if quick else 512
     it1, it16 = (10, 2) if quick else (30, 5)
@@ -282,10 +296,12 @@ async def run(url: str, quick: bool) -> None:
     for c, iters in ((1, it1), (16, it16)):
         r = await timing_error(url, c, m, iters, realistic)
         print(f"c={c:<2} {json.dumps({k: round(v, 4) for k, v in r.items()})}")
+        print(_verdict(r))
     fast = {"prefill_s": 0.01, "step_s": 0.0005, "per_write": 1}
     print("# high rate: 16 streams x 2000 tok/s (32k tok/s aggregate), 1 token/chunk")
     r = await timing_error(url, 16, m * 2, 1 if quick else 3, fast)
     print(f"c=16 {json.dumps({k: round(v, 4) for k, v in r.items()})}")
+    print(_verdict(r))
     print("# ingest capacity: 16 streams written as fast as possible (16 events per write)")
     mm = 2048 if quick else 8192
     for name, fn in (
@@ -313,11 +329,13 @@ def main() -> None:
     proc.start()
     port = q.get(timeout=30)
     print(f"# client on CPU {cpus[0]}, server on CPU {server_cpu}, python {sys.version.split()[0]}")
+    print(f"# {os.cpu_count()} CPUs; load average {os.getloadavg()[0]:.2f} (1 min) before")
     try:
         asyncio.run(run(f"http://127.0.0.1:{port}", args.quick))
     finally:
         proc.terminate()
         proc.join(5)
+    print(f"# load average {os.getloadavg()[0]:.2f} (1 min) after")
 
 
 if __name__ == "__main__":

@@ -28,6 +28,8 @@ from __future__ import annotations
 
 from typing import Final
 
+from bench.schema import Payload
+
 #: minimum acceptance rate of the target drafting for itself, by the server's backend
 SELF_DRAFT_MIN_ACCEPTANCE: Final = {"cpu": 1.0, "cuda": 0.98}
 
@@ -36,3 +38,29 @@ def cpu_batch_exact(concurrency: int, cpu_flags: list[str]) -> bool:
     """Whether the CPU build's draft and verify passes agree bit for bit at this concurrency,
     given the CPU flags the server logged (exact at c=1 everywhere; above it, not with AMX)."""
     return concurrency == 1 or "amx_bf16" not in cpu_flags
+
+
+#: the reason the client gives a stream whose every token arrived in one read
+#: (bench/measure/_client.py: its decode rate is undefined, the request invalid)
+ONE_READ: Final = "all tokens arrived in one chunk: decode rate undefined"
+
+
+def spoiled_only_by_load(p: Payload) -> bool:
+    """Whether ``p`` is invalid for one cause alone: streams that reached the client whole, in
+    one read, each with its token chunks stamped alike (the evidence agrees). A sound server and
+    client give that when the measuring process stalls for a whole stream, as a loaded machine's
+    can for a stream of tens of milliseconds: the client is right to call the request invalid,
+    and a test about anything else must not fail on it. Every other cause still counts."""
+    reasons = p.evidence.validity.reasons
+    if not reasons or any(
+        r.code not in ("invalid_iteration", "no_valid_iteration") for r in reasons
+    ):
+        return False
+    spoiled = [
+        r for it in p.evidence.iterations if not it.valid for r in it.requests if not r.valid
+    ]
+    for r in spoiled:
+        stamps = {t for t, n in zip(r.chunk_times, r.chunk_chars, strict=True) if n}
+        if r.error is not None or r.reasons != [ONE_READ] or len(stamps) != 1:
+            return False
+    return bool(spoiled)

@@ -1204,11 +1204,28 @@ def test_benchmark_refuses_while_another_matrix_holds_the_host(target: Target) -
     assert target.sh("test -e /etc/apt/apt.conf.d/99specbench-hold").returncode != 0
 
 
-FAKE_SPECBENCH_LONG = """#!/bin/sh
+# A matrix that runs until the test releases it: the test decides when it ends, after the
+# event it waits for (the controller killed mid-poll, the host back), never a guessed moment.
+FAKE_SPECBENCH_HELD = """#!/bin/sh
 date +%s.%N > /tmp/sbans-matrix-started
-sleep {seconds}
+while [ ! -e /tmp/sbans-matrix-release ]; do sleep 0.2; done
 date +%s.%N > /tmp/sbans-matrix-ended
 """
+MATRIX_FILES = "/tmp/sbans-matrix-started /tmp/sbans-matrix-ended /tmp/sbans-matrix-release"
+#: the controller's line for an answered poll of the running matrix (tasks/poll.yml's label)
+POLLED = re.compile(r"ok: \[fresh\] => \(item=matrix running for \d+:\d\d:\d\d\)")
+
+
+def _release_matrix(t: Target) -> None:
+    t.sh("touch /tmp/sbans-matrix-release")
+
+
+def _until(what: str, done: Any, within_s: float = 240, poll_s: float = 0.5) -> None:
+    """Wait for an event: ``done()`` true (a hang guard, not a timing bound)."""
+    deadline = time.monotonic() + within_s
+    while not done():
+        assert time.monotonic() < deadline, what
+        time.sleep(poll_s)
 
 
 def test_hold_is_released_on_the_host_when_the_controller_is_lost(target: Target) -> None:
@@ -1216,33 +1233,44 @@ def test_hold_is_released_on_the_host_when_the_controller_is_lost(target: Target
     the matrix; the matrix runs on, and when it ends the host itself releases the apt and snap
     holds (before, only the controller released them: they stayed for good)."""
     hold = "/etc/apt/apt.conf.d/99specbench-hold"
-    target.sh("rm -f /tmp/sbans-matrix-started /tmp/sbans-matrix-ended /tmp/sbans-snap.log")
-    _fake_venv(target, "specbench", FAKE_SPECBENCH_LONG.format(seconds=20))
+    target.sh(f"rm -f {MATRIX_FILES} /tmp/sbans-snap.log")
+    _fake_venv(target, "specbench", FAKE_SPECBENCH_HELD)
     target.fake("snap", FAKE_SNAP)
     target.fake("docker", FAKE_DOCKER_INSPECT)
     proc = target.spawn("lost", "bench", _bench_vars(target, benchmark_run_id="lost"), BENCH_SKIP)
     try:
-        deadline = time.monotonic() + 240
-        while target.sh("test -e /tmp/sbans-matrix-started").returncode != 0:
+
+        def polled() -> bool:
             if proc.poll() is not None:
                 out = (target.tmp / "spawn").glob("lost-*/stdout")
-                pytest.fail("the playbook ended before the matrix started:\n"
+                pytest.fail("the playbook ended before it polled the matrix:\n"
                             + "".join(p.read_text()[-3000:] for p in out))  # fmt: skip
-            assert time.monotonic() < deadline, "the matrix never started"
-            time.sleep(0.5)
-        time.sleep(2)  # at least one poll of the running job
+            return bool(POLLED.search(_spawn_out(target, "lost")))
+
+        # the matrix runs, and the controller has shown a poll of it: it is mid-poll
+        started = "test -e /tmp/sbans-matrix-started"
+        _until(
+            "the controller never polled the running matrix",
+            lambda: polled() and target.sh(started).returncode == 0,
+        )
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)  # the controller is gone, mid-poll
         proc.wait(timeout=30)
+    assert target.sh("test -e /tmp/sbans-matrix-started").returncode == 0
     assert target.sh("test -e /tmp/sbans-matrix-ended").returncode != 0, "the matrix ended early"
     assert target.sh(f"test -e {hold}").returncode == 0, "no hold while the matrix runs"
-    deadline = time.monotonic() + 90
-    while target.sh("test -e /tmp/sbans-matrix-ended").returncode != 0:
-        assert time.monotonic() < deadline, "the matrix did not run on without the controller"
-        time.sleep(1)
-    time.sleep(3)
-    assert target.sh(f"test -e {hold}").returncode != 0, "the apt hold stayed on the host"
+    _release_matrix(target)  # now the matrix ends, with no controller left to release anything
+    _until(
+        "the matrix did not run on without the controller",
+        lambda: target.sh("test -e /tmp/sbans-matrix-ended").returncode == 0,
+        within_s=90,
+    )
+    _until(
+        "the apt hold stayed on the host",
+        lambda: target.sh(f"test -e {hold}").returncode != 0,
+        within_s=90,
+    )
     snap = target.sh("cat /tmp/sbans-snap.log").stdout.splitlines()
     assert snap == ["refresh --hold=49h", "refresh --unhold"], snap
     # and the host's lock is free again: the next run (a resume) is not refused
@@ -1266,38 +1294,53 @@ def _unreachable(t: Target) -> Iterator[None]:
         assert r.returncode == 0, r.stderr
 
 
+WAITING = "TASK [benchmark : Wait for the host to answer again (the matrix runs on"
+
+
 def _drop_mid_poll(t: Target, run_id: str, lost_after_s: int, drop_s: float) -> tuple[int, str]:
-    """The emulated run (process launcher) with a 30 s fake matrix, polled every second; while
-    it runs, the host is unreachable for `drop_s` seconds or, with drop_s 0, until the playbook
-    ends. Returns the playbook's exit status and output."""
-    t.sh("rm -f /tmp/sbans-matrix-started /tmp/sbans-matrix-ended /tmp/sbans-snap.log")
-    _fake_venv(t, "specbench", FAKE_SPECBENCH_LONG.format(seconds=30))
+    """The emulated run (process launcher) with a fake matrix that runs until released, polled
+    every second; while it runs, the host is unreachable. With drop_s, until the controller has
+    seen a poll go unanswered and is waiting for the host (an event in its output), and drop_s
+    seconds more of that wait; then the host answers again and the matrix is released, so the
+    polls resume and see it end. With drop_s 0, until the playbook ends (the matrix is left
+    running: the caller releases it). Returns the playbook's exit status and output."""
+    t.sh(f"rm -f {MATRIX_FILES} /tmp/sbans-snap.log")
+    _fake_venv(t, "specbench", FAKE_SPECBENCH_HELD)
     t.fake("snap", FAKE_SNAP)
     extra = _bench_vars(
         t, benchmark_run_id=run_id, bench_backend="emulated", bench_launcher="process",
         benchmark_hold_upgrades=True, benchmark_lost_after_s=lost_after_s,
     )  # fmt: skip
     proc = t.spawn(run_id, "bench", extra, BENCH_SKIP)
+
+    def running() -> bool:
+        assert proc.poll() is None, (
+            "the playbook ended before its poll:\n" + _spawn_out(t, run_id)[-3000:]
+        )
+        return True
+
     try:
-        deadline = time.monotonic() + 240
-        while t.sh("test -e /tmp/sbans-matrix-started").returncode != 0:
-            assert proc.poll() is None, "the playbook ended before the matrix started"
-            assert time.monotonic() < deadline, "the matrix never started"
-            time.sleep(0.5)
         # Answered polls first: the controller is past the task that started the matrix (its
         # own execs, the temp folder's removal among them, run after the matrix has started; a
         # host lost there leaves the play with neither rescue nor always, and under load that
         # took longer than a fixed 2 s) and has shown a healthy poll of the running matrix.
-        polled = re.compile(r"ok: \[fresh\] => \(item=matrix running for \d+:\d\d:\d\d\)")
-        while not polled.search(_spawn_out(t, run_id)):
-            assert proc.poll() is None, "the playbook ended before its poll"
-            assert time.monotonic() < deadline, "the poll never ran"
-            time.sleep(0.5)
+        started = "test -e /tmp/sbans-matrix-started"
+        _until("the matrix never started", lambda: running() and t.sh(started).returncode == 0)
+        _until(
+            "the poll never ran",
+            lambda: running() and bool(POLLED.search(_spawn_out(t, run_id))),
+        )
         with _unreachable(t):
             if drop_s:
-                time.sleep(drop_s)
+                _until(
+                    "the controller never waited for the host",
+                    lambda: running() and WAITING in _spawn_out(t, run_id),
+                )
+                time.sleep(drop_s)  # the host stays away while the controller waits for it
             else:
                 proc.wait(timeout=120)
+        if drop_s:
+            _release_matrix(t)
         proc.wait(timeout=120)
     finally:
         if proc.poll() is None:
@@ -1320,16 +1363,17 @@ def _fleet_row(t: Target, run_id: str) -> dict[str, Any]:
 
 
 def test_matrix_poll_survives_a_dropped_connection(target: Target) -> None:
-    """Issue #21: the host is unreachable for several polls while the matrix runs; the drop is
-    shown (ansible-core's own poll retried it silently, -vvvv only), the poll resumes when the
-    host answers again, the host ends ok with its benchmark done, and the hold is released."""
-    rc, out = _drop_mid_poll(target, "drop", lost_after_s=60, drop_s=6)
+    """Issue #21: the host is unreachable while the matrix runs, from an unanswered poll until
+    the controller has waited for it a while; the drop is shown (ansible-core's own poll retried
+    it silently, -vvvv only), the poll resumes when the host answers again, the host ends ok
+    with its benchmark done, and the hold is released."""
+    rc, out = _drop_mid_poll(target, "drop", lost_after_s=60, drop_s=3)
     assert rc == 0, out[-4000:]
     assert out.count("UNREACHABLE!") == 1, out[-4000:]  # one drop: one unanswered poll shown
     # a healthy poll looks healthy (issue 29): no "FAILED - RETRYING" while the matrix runs
     assert "FAILED - RETRYING" not in out, out[-4000:]
     assert re.search(r"ok: \[fresh\] => \(item=matrix ended for \d+:\d\d:\d\d\)", out), out[-4000:]
-    assert "TASK [benchmark : Wait for the host to answer again (the matrix runs on" in out
+    assert WAITING in out
     assert target.sh("test -e /tmp/sbans-matrix-ended").returncode == 0, "the poll did not wait"
     row = _fleet_row(target, "drop")
     assert row["status"] == "ok" and row["run"] == "drop", row
@@ -1347,6 +1391,7 @@ def test_matrix_poll_gives_up_on_a_host_lost_past_the_bound(target: Target) -> N
     try:
         rc, out = _drop_mid_poll(target, "drop-lost", lost_after_s=4, drop_s=0)
         assert rc != 0, out[-4000:]
+        # the matrix is still held running: the controller gave up on a running matrix
         assert target.sh("test -e /tmp/sbans-matrix-ended").returncode != 0, "gave up after the end"
         row = _fleet_row(target, "drop-lost")
         assert row["status"] == "failed", row
@@ -1355,15 +1400,18 @@ def test_matrix_poll_gives_up_on_a_host_lost_past_the_bound(target: Target) -> N
         assert row["why"].startswith(want + "benchmark_lost_after_s=4 s"), row
         md = (target.tmp / "reports" / "drop-lost" / "FLEET.md").read_text()
         assert "| fresh | failed |" in md and "connection lost" in md, md
-        deadline = time.monotonic() + 90
-        while target.sh("test -e /etc/apt/apt.conf.d/99specbench-hold").returncode == 0:
-            assert time.monotonic() < deadline, "the apt hold stayed on the host"
-            time.sleep(1)
+        _release_matrix(target)  # the matrix ends on the host, no controller watching
+        _until(
+            "the apt hold stayed on the host",
+            lambda: target.sh("test -e /etc/apt/apt.conf.d/99specbench-hold").returncode != 0,
+            within_s=90,
+        )
         assert target.sh("test -e /tmp/sbans-matrix-ended").returncode == 0
         lock = "/opt/specbench/reports/.matrix.lock"
         assert target.sh(f"flock --nonblock {lock} true").returncode == 0
     finally:
         # the matrix runs on there: the next test of this target must not find its lock taken
+        _release_matrix(target)
         _wait_for_matrix_end(target, 90)
 
 

@@ -6,16 +6,19 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from oracles import spoiled_only_by_load
 
 from bench.emulator.image import build_emulator_image
 from bench.engines import load_experiment
 from bench.matrix import Artifacts, DockerLauncher, MatrixOptions, run_matrix
 from bench.schema import EXPERIMENTS_DIR, Hardware, read_payload
 
-# Its oracle is every payload valid: a stall of the measuring process longer than a stream
-# (~100 ms at this time scale) delivers the stream in one read, which the client rightly calls
-# invalid. Beside the parallel Ansible and Docker tests on two cores that happened (CI of
-# 2026-12-03, sglang-dflash c=1), so it runs in the quiet phase.
+# A stall of the measuring process longer than a stream (~100 ms at this time scale) delivers
+# the stream in one read, which the client rightly calls invalid. Beside the parallel Ansible
+# and Docker tests on two cores that happened (CI of 2026-12-03, sglang-dflash c=1), when the
+# oracle was "every payload valid"; so it runs in the quiet phase. The oracle now accepts that
+# one verdict of a loaded machine, with its evidence (tests/oracles.py, spoiled_only_by_load),
+# and nothing else: the quiet phase is no longer what keeps it green (issue 50).
 pytestmark = pytest.mark.timing
 
 TAG = "specbench/emulator:e2e-matrix"
@@ -62,12 +65,21 @@ def test_seed_matrix_in_containers(
     arts = Artifacts(out)
     Hardware.model_validate_json(arts.hardware.read_text())
     assert arts.lock.exists() and arts.provenance.exists()
+    spoiled = []
     for cfg in exp.configurations:
         assert arts.log(cfg.name).stat().st_size > 0
         for k in exp.levels_for(cfg):
             p = read_payload(arts.payload(cfg.name, k))
             assert p.simulated
-            assert p.evidence.validity.valid == (cfg.expect_invalid is None), (cfg.name, k)
+            verdict = p.evidence.validity
+            if cfg.expect_invalid is not None:
+                assert not verdict.valid, (cfg.name, k)
+            elif not verdict.valid:
+                # a whole stream in one read (the measuring process stalled): the only cause
+                # a loaded machine can give a sound run; any other reason fails here
+                assert spoiled_only_by_load(p), (cfg.name, k, verdict.reasons)
+                spoiled.append(f"{cfg.name}-c{k}")
+    print(f"\nseed matrix: payloads read whole in one read by a stalled client: {spoiled}")
     broken = read_payload(arts.payload("sglang-mtp-stock", 1))
     codes = {r.code for r in broken.evidence.validity.reasons}
     assert {"draft_tensors_skipped", "zero_acceptance"} <= codes

@@ -1,7 +1,8 @@
 """The engine tier's one matrix run (conftest.py's ``tiny_run``):
 bench/experiments/tiny-vllm-cpu.yaml through ``specbench matrix --launcher docker``, the baseline
-killed in the middle of a measured iteration of its second level (c=2: its streams under way)
-and resumed, the resumed baseline probed before it stops, then ``specbench report``."""
+killed in the middle of a measured iteration of its second level (c=2: its streams under way,
+as the engine's own token counter shows) and resumed, the resumed baseline probed before it
+stops, then ``specbench report``."""
 
 from __future__ import annotations
 
@@ -104,9 +105,10 @@ def generated_tokens(base_url: str) -> float:
 class Kill:
     """What the mid-iteration kill saw (the tests check it landed inside the streams)."""
 
-    iteration: int | None = None  # the measured iteration it was armed for
-    generated_before: float | None = None  # the engine's generated tokens as it began
-    generated_at_kill: float | None = None  # ... when the container was killed
+    iteration: int | None = None  # the measured iteration whose streams it cut
+    generated_before: float | None = None  # the engine's generated tokens as that one began
+    generated_at_kill: float | None = None  # ... at the look that fired the kill
+    passed: list[int] = field(default_factory=list)  # measured iterations seen too late, let go
     error: str | None = None
 
 
@@ -115,10 +117,14 @@ class EngineTierLauncher(DockerLauncher):
     'crashes' while streams are under way; every other configuration runs untouched), and
     probes the resumed baseline's server before it stops.
 
-    ``arm`` is told, through the measurement's progress hook, when the first measured
-    iteration of the baseline's c=2 level begins (before its streams are sent); the killer then
-    watches the engine's own generated-token counter and kills the container once every stream
-    of that iteration has had tokens generated, so the kill lands while they are streaming."""
+    The kill is pinned to what the engine itself reports, never to a moment predicted: the
+    measurement's progress hook says when each measured iteration of the baseline's c=2 level
+    begins (before its streams are sent) and ends, and the engine's generated-token counter is
+    read then. A killer thread watches the counter and kills the container at the first look
+    that shows every stream of the iteration under way (2 tokens each) with at least half of
+    the iteration's tokens still to come. A look that comes later than that (a loaded machine
+    can delay it past the iteration's end) lets the iteration go, and the next one is watched:
+    the kill never lands in an iteration other than the one it names."""
 
     def __init__(self, models: Path, work: Path) -> None:
         super().__init__()
@@ -127,6 +133,9 @@ class EngineTierLauncher(DockerLauncher):
         self.probe = BaselineProbe()
         self.kill = Kill()
         self.first_baseline: DockerServer | None = None
+        #: (index, generated tokens as it began) of the measured iteration under way
+        self.under_way: tuple[int, float] | None = None
+        self.killer: threading.Thread | None = None
 
     def start(self, spec: ContainerSpec, log_path: Path) -> Server:
         server = super().start(spec, log_path)
@@ -139,37 +148,58 @@ class EngineTierLauncher(DockerLauncher):
         self.first_baseline = server
         return server
 
-    def arm(self, spec: RunSpec, index: int) -> None:
+    def iteration_began(self, spec: RunSpec, index: int) -> None:
         server = self.first_baseline
         if server is None or self.kill.iteration is not None or self.baseline_starts > 1:
             return
-        self.kill.iteration = index
         try:
-            self.kill.generated_before = before = generated_tokens(spec.base_url)
+            before = generated_tokens(spec.base_url)
         except OSError as err:
-            self.kill.error = f"metrics before the kill: {err}"
+            self.kill.error = f"metrics as iteration {index} began: {err}"
             return
-        want = before + 2 * spec.concurrency  # a couple of tokens for each stream
+        self.under_way = (index, before)
+        if self.killer is None:
+            self.killer = threading.Thread(
+                target=self.kill_mid_iteration, args=(spec, server), daemon=True
+            )
+            self.killer.start()
 
-        def kill() -> None:
-            deadline = time.monotonic() + 300
-            try:
-                while time.monotonic() < deadline:
-                    now = generated_tokens(spec.base_url)
-                    if now >= want:
-                        self.kill.generated_at_kill = now
-                        break
-                    time.sleep(0.01)
-            except OSError as err:
-                self.kill.error = f"metrics while waiting for the streams: {err}"
-            server.container.kill()
+    def iteration_ended(self, index: int) -> None:
+        if self.under_way is not None and self.under_way[0] == index:
+            self.under_way = None
 
-        threading.Thread(target=kill, daemon=True).start()
+    def kill_mid_iteration(self, spec: RunSpec, server: DockerServer) -> None:
+        first_tokens = 2 * spec.concurrency  # a couple of tokens for each stream
+        half = spec.concurrency * spec.max_tokens / 2
+        deadline = time.monotonic() + 600  # a hang guard, not a timing bound
+        try:
+            while time.monotonic() < deadline and self.kill.error is None:
+                looked_at = self.under_way
+                if looked_at is None:
+                    time.sleep(0.005)
+                    continue
+                index, before = looked_at
+                now = generated_tokens(spec.base_url)
+                if now < before + first_tokens:
+                    time.sleep(0.005)
+                    continue
+                if now > before + half or self.under_way != looked_at:
+                    self.kill.passed.append(index)  # seen too late: the next one is watched
+                    while self.under_way == looked_at and time.monotonic() < deadline:
+                        time.sleep(0.005)
+                    continue
+                self.kill.iteration, self.kill.generated_before = index, before
+                self.kill.generated_at_kill = now
+                server.container.kill()
+                return
+            self.kill.error = self.kill.error or "no look found a measured iteration under way"
+        except OSError as err:
+            self.kill.error = f"metrics while waiting for the streams: {err}"
 
 
 class ArmingSink:
-    """The measurement's progress sink, passed through, that arms the kill when the killed
-    level's first measured iteration starts."""
+    """The measurement's progress sink, passed through, that tells the launcher when each
+    measured iteration of the killed level begins and ends."""
 
     def __init__(self, inner: ProgressSink | None, spec: RunSpec, launcher: EngineTierLauncher):
         self.inner, self.spec, self.launcher = inner, spec, launcher
@@ -178,9 +208,10 @@ class ArmingSink:
         if self.inner is not None:
             self.inner.iteration_started(index, total, warmup)
         if not warmup:
-            self.launcher.arm(self.spec, index)
+            self.launcher.iteration_began(self.spec, index)
 
     def iteration_finished(self, record: IterationRecord) -> None:
+        self.launcher.iteration_ended(record.index)
         if self.inner is not None:
             self.inner.iteration_finished(record)
 
@@ -234,6 +265,11 @@ def make_tiny_run(
     resumed = run_tiny(out, models, [], launcher=launcher, resume=True)
     took = time.monotonic() - started
     print(f"\ntiny matrix with a baseline killed mid-iteration and a resume: {took:.0f} s")
+    k = launcher.kill
+    print(
+        f"the kill: iteration {k.iteration} at c={KILLED_LEVEL}, engine tokens {k.generated_before}"
+        f" -> {k.generated_at_kill}; let go first: {k.passed or 'none'}; error: {k.error}"
+    )
     render_report(out, out / "report")
     raw = launcher.client.containers.run(
         vllm_cpu_image, entrypoint=["vllm"], command=["kernels"], remove=True, stderr=False

@@ -3,8 +3,10 @@
 It streams chat completions whose shape each test chooses (role-only first chunk, reasoning
 first, several tokens per chunk, usage on the last content chunk or in its own chunk, missing
 usage, early EOS, prompt-count offset, HTTP errors, malformed events, disconnects) and records
-``time.perf_counter()`` right after writing each chunk, served at ``/truth/{id}`` so the client's
-timing can be compared with the server's own. Prompt tokens are counted with the tests'
+``time.perf_counter()`` right before and right after writing each chunk, served at
+``/truth/{id}``: no byte of a chunk can reach the client before its ``before`` stamp (what the
+tests assert, whatever the machine's load), and ``tests/bench_client.py`` measures how far after
+it the client stamps it. Prompt tokens are counted with the tests'
 tokenizer (``tests/integration/tokenizer.py``) plus a fixed chat-template overhead.
 """
 
@@ -127,6 +129,7 @@ def make_app(state: State) -> web.Application:
             headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache", **headers()}
         )
         await resp.prepare(request)
+        before: list[float] = []
         writes: list[float] = []
         tokens_at: list[int] = []
         gc_enabled: list[bool] = []
@@ -139,6 +142,7 @@ def make_app(state: State) -> web.Application:
             else:
                 data = b"data: " + (obj if isinstance(obj, str) else json.dumps(obj)).encode()
                 data += b"\n\n"
+            before.append(time.perf_counter())
             await resp.write(data)
             writes.append(time.perf_counter())
             # this server runs in the client's process: whether the client left the cycle
@@ -187,6 +191,7 @@ def make_app(state: State) -> web.Application:
             return resp
         finally:
             state.truth[rid] = {
+                "before": before,
                 "writes": writes,
                 "tokens": tokens_at,
                 "completion_tokens": n_out,

@@ -13,8 +13,9 @@ from typing import Any, Literal
 
 import pytest
 import yaml
+from emulator_profiles import without_load_time
 
-from bench.emulator import load_profile, serve_in_thread
+from bench.emulator import EmulatorHandle, load_profile, serve_in_thread
 from bench.engines import get_engine, load_experiment
 from bench.matrix import Artifacts, MatrixOptions, run_matrix
 from bench.measure import GraphCheck, graph_check
@@ -30,6 +31,29 @@ from bench.schema import (
 )
 
 SCALE = 0.01
+DRAFTED = re.compile(r"SpecDecoding metrics: .* Drafted: (\d+) tokens")
+
+
+def _draft_tokens(base_url: str) -> float:
+    """The engine's own count of draft tokens (its /metrics counter)."""
+    with urllib.request.urlopen(f"{base_url}/metrics", timeout=30) as resp:
+        text = resp.read().decode()
+    name = "vllm:spec_decode_num_draft_tokens_total"
+    return sum(float(x.rsplit(" ", 1)[1]) for x in text.splitlines() if x.startswith(name + "{"))
+
+
+def _wait_for_the_last_stats_record(h: EmulatorHandle, mark: int, drafted: float) -> None:
+    """vLLM logs its stats (graph use with them) once per interval, after the steps they
+    count: wait until the records logged since ``mark`` count every draft token the engine's
+    counter gained (the interval holding the last step has been logged), however long the
+    machine takes. A hang guard, not a timing bound."""
+    deadline = time.monotonic() + 60
+    while True:
+        logged = sum(int(m.group(1)) for x in h.log_lines[mark:] for m in DRAFTED.finditer(x))
+        if logged >= drafted:
+            return
+        assert time.monotonic() < deadline, (logged, drafted)
+        time.sleep(0.01)
 
 
 def run_and_check(engine: str, fail: list[str], metrics: bool) -> GraphCheck:
@@ -39,6 +63,7 @@ def run_and_check(engine: str, fail: list[str], metrics: bool) -> GraphCheck:
     with serve_in_thread(engine, profile, fail=fail) as h:
         assert h.wait_ready(30)
         mark = len(h.log_lines)
+        drafted_before = _draft_tokens(h.base_url) if engine == "vllm" else 0.0
         body = {
             "model": profile.served_model,
             "messages": [{"role": "user", "content": "word " * 40}],
@@ -53,7 +78,11 @@ def run_and_check(engine: str, fail: list[str], metrics: bool) -> GraphCheck:
             )
             with urllib.request.urlopen(req, timeout=30) as resp:
                 resp.read()
-        time.sleep(profile.log_interval_s * SCALE * 2)  # one more vLLM stats interval
+        if engine == "vllm":
+            drafted = _draft_tokens(h.base_url) - drafted_before
+            assert drafted > 0
+            _wait_for_the_last_stats_record(h, mark, drafted)
+        # SGLang logs its decode lines from the decode steps themselves, as they run
         lines = list(h.log_lines)
     patterns = get_engine(engine).graph_patterns
     assert patterns is not None
@@ -93,11 +122,15 @@ def test_matrix_judges_graphs_per_level(tmp_path: Path) -> None:
     data["configurations"] = [base, eager, unused]
     for c in data["configurations"]:
         c["concurrency"] = [1]
+        # its oracle needs valid payloads: streams of ~20 ms (time scale 0.01) can reach a
+        # stalled client in one read (an invalid request), so ten times slower, without the
+        # emulated load time that would cost (tests/emulator_profiles.py)
+        without_load_time(c, tmp_path)
     data["workload"].update(prompt_tokens=200, max_tokens=96, warmup=1, iterations=2)
     path = tmp_path / "graphs.yaml"
     path.write_text(yaml.safe_dump(data, sort_keys=False))
     out = tmp_path / "out"
-    opts = MatrixOptions(out=out, launcher="process", time_scale=SCALE, show_progress=False)
+    opts = MatrixOptions(out=out, launcher="process", time_scale=0.1, show_progress=False)
     result = run_matrix(load_experiment(path), opts, experiment_path=path)
     assert [o.status for o in result.outcomes] == ["done"] * 3
     arts = Artifacts(out)

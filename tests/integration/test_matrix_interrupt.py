@@ -31,6 +31,19 @@ def children(pid: int) -> list[int]:
     return out
 
 
+def serving(pid: int, profile: str) -> list[int]:
+    """The live server processes under ``pid`` started with emulator profile ``profile``."""
+    out = []
+    for child in children(pid):
+        try:
+            argv = Path(f"/proc/{child}/cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if profile.encode() in argv and not gone(child):
+            out.append(child)
+    return out
+
+
 def gone(pid: int) -> bool:
     try:
         state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
@@ -61,8 +74,12 @@ def test_sigterm_stops_the_servers_says_what_was_kept_and_resume_picks_up(tmp_pa
         assert proc.poll() is None, proc.communicate()
         assert time.monotonic() < deadline, "the first configuration never finished"
         time.sleep(0.05)
-    servers = children(proc.pid)
-    assert servers, "no server process under the matrix"
+    # the launcher opens the log, then starts the server: wait for that server itself (the
+    # first configuration's, stopped, may not be reaped yet)
+    while not (servers := serving(proc.pid, "vllm-baseline")):
+        assert proc.poll() is None, proc.communicate()
+        assert time.monotonic() < deadline, "no server process under the matrix"
+        time.sleep(0.05)
     proc.send_signal(signal.SIGTERM)
     stdout, stderr = proc.communicate(timeout=60)
     assert proc.returncode == 130, (stdout, stderr)

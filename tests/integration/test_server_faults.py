@@ -8,7 +8,6 @@ the server-condition exit code 3; never exit 2, never a traceback."""
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -91,9 +90,11 @@ def test_a_stream_that_stalls_is_bounded_by_the_read_timeout(
         return w
 
     with RawEngine(chat=stall) as eng:
-        t0 = time.monotonic()
         code, _err, p = run(eng, tmp_path, capsys, "--stall-timeout", "0.3")
-    assert code == 1 and time.monotonic() - t0 < 3
+    # cut by the stall timeout, not waited out: the server's 3 s pause ends in a whole, valid
+    # stream, so a cut named after 0.3 s of silence is the timeout's (how soon after the 0.3 s
+    # it fires is the machine's load, not this test's business)
+    assert code == 1
     msg = reasons(p)["invalid_iteration"]
     assert "stream stalled: no bytes for 0.3 s" in msg and "after 3 event(s)" in msg
 

@@ -5,8 +5,6 @@ the engine's periodic stats lines after a short measured window."""
 from __future__ import annotations
 
 import sys
-import threading
-import time
 from pathlib import Path
 
 import pytest
@@ -72,16 +70,13 @@ def test_vllm_version_from_the_logo_line() -> None:
 
 
 class GrowingLog:
-    """A server whose log gains ``late`` after ``delay_s`` (the engine's next stats record)."""
+    """A server whose log gains ``late`` at the ``reads``-th read of its log (the engine's next
+    stats record, logged while the matrix waits): an event the test controls, not a moment a
+    timer predicts, so a loaded machine changes nothing."""
 
-    def __init__(self, early: str, late: str, delay_s: float) -> None:
-        self.text = early
-        timer = threading.Timer(delay_s, self._grow, args=(late,))
-        timer.daemon = True
-        timer.start()
-
-    def _grow(self, late: str) -> None:
-        self.text += late
+    def __init__(self, early: str, late: str, reads: int) -> None:
+        self.text, self.late, self.at = early, late, reads
+        self.reads = 0
 
     base_url = ""
 
@@ -95,6 +90,9 @@ class GrowingLog:
         return 0
 
     def log_text(self) -> str:
+        self.reads += 1
+        if self.reads == self.at:
+            self.text += self.late
         return self.text
 
     def stop(self) -> None:
@@ -109,16 +107,20 @@ def test_level_window_waits_for_the_stats_record_after_a_short_window() -> None:
     exp = load_experiment(GPU_EXPERIMENT)
     patterns = vllm.periodic_patterns(exp.select(["baseline"])[0])
     assert patterns == (vllm.graph_patterns.use,)  # type: ignore[union-attr]
-    server = GrowingLog("before\nmeasured\n", TABLE_ROW, 0.3)
-    window = level_window(server, len("before\n"), patterns, 5.0, poll_s=0.02)
-    assert window.startswith("measured") and "FULL" in window
-    quick = GrowingLog("before\nmeasured\n", TABLE_ROW, 0.3)
+    # the stats row is logged at the third look: the wait (one interval, 60 s) is not run out
+    server = GrowingLog("before\nmeasured\n", TABLE_ROW, reads=3)
+    window = level_window(server, len("before\n"), patterns, 60.0, poll_s=0.01)
+    assert window.startswith("measured") and "FULL" in window and server.reads == 3
+    quick = GrowingLog("before\nmeasured\n", TABLE_ROW, reads=2)
     assert level_window(quick, 7, patterns, None) == "measured\n"  # emulated: no wait
+    assert quick.reads == 1
 
 
 def test_level_window_gives_up_after_one_interval() -> None:
-    server = GrowingLog("measured\n", TABLE_ROW, 60.0)
+    """The interval is 0.2 s and the log is read every 0.02 s: at most 0.2 / 0.02 + 1 reads
+    before it gives up, however loaded the machine (a slower machine reads fewer times, never
+    more); the stats row, logged at the 50th read, is never waited for."""
+    server = GrowingLog("measured\n", TABLE_ROW, reads=50)
     pattern = get_engine("vllm").graph_patterns.use  # type: ignore[union-attr]
-    t0 = time.monotonic()
     assert level_window(server, 0, (pattern,), 0.2, poll_s=0.02, slack_s=0.0) == "measured\n"
-    assert time.monotonic() - t0 < 2.0
+    assert 1 <= server.reads <= 0.2 / 0.02 + 1

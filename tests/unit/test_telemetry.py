@@ -4,7 +4,7 @@ throttle warnings, and the H200 recording replayed."""
 from __future__ import annotations
 
 import itertools
-import time
+import threading
 from pathlib import Path
 
 import pytest
@@ -34,37 +34,55 @@ def _steps(power: list[float], dt: float = 0.1, energy: bool = True, mask: int =
     return _rec(out)
 
 
-def test_sampler_thread_keeps_its_rate_and_stops() -> None:
+def _until(done: threading.Event) -> None:
+    """Wait for an event the reader sets (a hang guard, not a timing bound)."""
+    assert done.wait(60), "the sampler thread never read enough samples"
+
+
+def test_sampler_thread_keeps_its_schedule_and_stops() -> None:
+    """The sampler never samples faster than its interval (a fixed schedule: a late read is
+    not followed by a burst past it), and stops with the context. How close to the interval it
+    keeps on a loaded machine is tests/bench_sampler.py's figure, not this test's."""
     calls: list[float] = []
+    enough = threading.Event()
 
     def reader(t: float) -> list[GpuSample]:
         calls.append(t)
+        if len(calls) >= 20:
+            enough.set()
         return [GpuSample(t=t, gpu=g, powerW=100.0 + g) for g in (0, 1)]
 
     with Sampler(interval_s=0.01, reader=reader) as s:
-        time.sleep(0.25)
+        _until(enough)
     n = len(calls)
-    time.sleep(0.05)
-    assert len(calls) == n, "the thread must stop with the context"
-    rate = s.rate_hz()
-    assert rate is not None and 60 <= rate <= 105
-    assert len(s.samples) == 2 * n
+    assert n >= 20
+    # stopped: the context joined the thread; nothing is read after it
+    assert s._thread is not None and not s._thread.is_alive()
+    assert len(calls) == n and len(s.samples) == 2 * n
     assert all(b >= a for a, b in itertools.pairwise(calls))
+    # read k comes k intervals after the schedule's start, which is one clock read before
+    # read 0 (one interval of slack for that gap): never ahead of schedule, however loaded
+    assert all(t - calls[0] >= (k - 1) * 0.01 for k, t in enumerate(calls)), calls
+    rate = s.rate_hz()
+    assert rate is not None and rate <= 1 / 0.01 * (n - 1) / (n - 2)
 
 
 def test_reader_errors_are_kept_and_sampling_goes_on() -> None:
     count = {"n": 0}
+    enough = threading.Event()
 
     def flaky(t: float) -> list[GpuSample]:
         count["n"] += 1
+        if count["n"] >= 6:
+            enough.set()
         if count["n"] % 2:
             raise OSError("NVML hiccup")
         return [GpuSample(t=t, gpu=0, powerW=1.0)]
 
     with Sampler(interval_s=0.01, reader=flaky) as s:
-        time.sleep(0.1)
+        _until(enough)
     assert s.errors and "NVML hiccup" in s.errors[0]
-    assert len(s.samples) >= 2
+    assert len(s.errors) == (count["n"] + 1) // 2 and len(s.samples) == count["n"] // 2 >= 3
 
 
 def test_window_energy_from_the_counter_and_from_power() -> None:

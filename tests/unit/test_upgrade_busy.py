@@ -81,7 +81,9 @@ def test_only_unattended_upgrade_itself_counts_as_an_upgrade(
     path.write_text("import time\ntime.sleep(30)\n")
     proc = subprocess.Popen([sys.executable, str(path), "--wait-for-signal"])
     try:
-        time.sleep(0.2)
+        # Popen returns once the child has exec'd: its command line is already the script's
+        # (what the probe reads), so the probe's answer below is about this very process
+        assert probe.command_line(proc.pid)[1:] == [str(path), "--wait-for-signal"]
         pids = [pid for pid, _ in probe.upgrade_processes()]
         assert (proc.pid in pids) is busy, pids
     finally:
