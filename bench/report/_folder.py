@@ -30,6 +30,7 @@ from bench.schema import (
     RunLock,
     RunStatus,
     lock_findings,
+    target_of,
     workload_differences,
     workload_of,
 )
@@ -146,13 +147,31 @@ def _check_same_run(
                 raise InputError(
                     f"{where}: {field}", f"{why}: the payload measured another workload"
                 )
-        a, b = workload_of(first.payload), workload_of(r.payload)
+        a = workload_of(first.payload, target_of(first.payload, lock, first.config))
+        b = workload_of(r.payload, target_of(r.payload, lock, r.config))
         for key in workload_differences(a, b):
             raise InputError(
                 f"{where}: {key}",
                 f"{b[key]!r}, but {first.rel} measured {a[key]!r}: one run folder is one "
                 "workload (a speedup against another workload means nothing)",
             )
+        _check_same_tensors(where, first, r)
+
+
+def _served_tensors(r: Read) -> str | None:
+    served = r.payload.evidence.served
+    return served.target.tensors_sha256 if served is not None else None
+
+
+def _check_same_tensors(where: str, first: Read, r: Read) -> None:
+    """Payloads that say what their server read served one target's tensors, whatever the
+    layout each engine loaded it in."""
+    a, b = _served_tensors(first), _served_tensors(r)
+    if a is not None and b is not None and a != b:
+        raise InputError(
+            f"{where}: evidence.served.target.tensors_sha256",
+            f"{b}, but {first.rel}'s server read tensors {a}: one run folder is one target",
+        )
 
 
 def _hardware_line(hw: Hardware) -> str:

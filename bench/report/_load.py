@@ -62,6 +62,7 @@ from bench.schema import (
     check_payload,
     read_payload,
     read_sums,
+    target_of,
     workload_of,
 )
 
@@ -525,7 +526,9 @@ def load_artifacts(artifacts_dir: Path) -> RunSet:
         machine_tables=tuple(tables),
         roofline=roof,
         workload=_workload(first),
-        measured_workload=workload_of(first),
+        measured_workload=workload_of(
+            first, target_of(first, lock, first.evidence.run.config_name)
+        ),
         configs=configs,
         runs=tuple(runs),
         files=tuple(files),

@@ -87,7 +87,7 @@ from bench.schema._run import (
     RunStatus,
     WeightsFile,
 )
-from bench.schema._same_run import lock_findings, workload_differences, workload_of
+from bench.schema._same_run import lock_findings, target_of, workload_differences, workload_of
 from bench.schema._speculation import (
     AccuracyItem,
     AccuracyRecord,
@@ -218,6 +218,7 @@ __all__ = [
     "read_sums",
     "record_pins",
     "sums_text",
+    "target_of",
     "workload_differences",
     "workload_of",
     "write_lock",

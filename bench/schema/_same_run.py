@@ -19,12 +19,25 @@ from bench.schema._run import RunLock
 Finding = tuple[str, str]
 
 
-def workload_of(p: Payload) -> dict[str, Any]:
-    """The workload one payload measured, field by field (None: not stated)."""
+def target_of(p: Payload, lock: RunLock | None, config: str | None) -> str:
+    """The target a payload measured, as one run's payloads share it: the experiment's target
+    where the payload's configuration serves it in another layout (``target_model``, the same
+    weights: bench/tinymodel/_qwen35vl.py; lock_findings holds the payload to its layout, and
+    the folder check holds the served tensors equal), else the payload's own model."""
+    exp = lock.experiment if lock is not None else None
+    cfg = next((c for c in exp.configurations if c.name == config), None) if exp else None
+    if exp is not None and cfg is not None and cfg.target_model not in (None, exp.target_model):
+        return f"{exp.target.hf_id}@{exp.target.revision}"
+    return f"{p.hfId}@{p.modelRevision or 'unknown revision'}"
+
+
+def workload_of(p: Payload, target: str | None = None) -> dict[str, Any]:
+    """The workload one payload measured, field by field (None: not stated); ``target``: the
+    target as ``target_of`` names it (default: the payload's own model)."""
     wl = p.evidence.workload
     ps, sampling, tpl = wl.prompt_set, wl.sampling, wl.chat_template
     return {
-        "target model": f"{p.hfId}@{p.modelRevision or 'unknown revision'}",
+        "target model": target or f"{p.hfId}@{p.modelRevision or 'unknown revision'}",
         "prompt set": f"{ps.name} (sha256 {ps.sha256})" if ps is not None else "synthetic",
         # real text has the length it has (its mean is measured); synthetic prompts are exact
         "prompt tokens": wl.prompt_tokens if ps is None else None,
@@ -53,8 +66,8 @@ def _expected(exp: Experiment, cfg: Configuration) -> dict[str, Any]:
         "engine": cfg.engine,
         "method": cfg.method,
         "speculative depth": cfg.spec_num_tokens,
-        "target model": exp.target.hf_id,
-        "target revision": exp.target.revision,
+        "target model": exp.target_for(cfg).hf_id,
+        "target revision": exp.target_for(cfg).revision,
         "prompt set": ps.name if ps is not None else None,
         "prompt set sha256": _pinned_sha(exp),
         "prompt tokens": wl.prompt_tokens if ps is None else None,
