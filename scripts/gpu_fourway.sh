@@ -164,9 +164,11 @@ determinism() {
   matrix $DET
 }
 
-fourway_vllm() {
+fourway_vllm() { # MTP first: vLLM loading the seed's checkpoint shape is the new fact
   vllm_env
-  matrix $EXP --only vllm-baseline --only vllm-dflash --only vllm-mtp
+  matrix $EXP --only vllm-mtp
+  matrix $EXP --only vllm-baseline
+  matrix $EXP --only vllm-dflash
 }
 
 fourway_sgl() {
