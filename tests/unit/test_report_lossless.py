@@ -183,8 +183,8 @@ def test_a_probe_pair_that_diverges_where_the_measured_ones_agree_is_judged_too(
     assert row.verdict == "within numerics"
 
 
-def test_the_readme_states_the_threshold_and_probe_cap_the_code_uses() -> None:
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+def test_the_docs_state_the_threshold_and_probe_cap_the_code_uses() -> None:
+    readme = (Path(__file__).resolve().parents[2] / "docs" / "report-sections.md").read_text()
     flat = " ".join(readme.split())
     assert f"both runs' gap is at most {NEAR_TIE_NATS} nats" in flat
     assert f"measured prompts again, up to {MAX_PROBES}," in flat
