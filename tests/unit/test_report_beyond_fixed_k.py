@@ -53,7 +53,7 @@ def answers(right: int, total: int, sha: str = "a") -> AccuracyRecord:
 def lock(specs: list[Spec]) -> str:
     """The demo experiment's lock cut to ``specs``' configurations and levels; a name the demo
     does not have is a copy of its vllm-mtp."""
-    exp = parse_experiment(demo_document(), "demo")
+    exp = parse_experiment(demo_document({}), "demo")  # the seed's workload, as the factory's
     have = {c.name: c for c in exp.configurations}
     levels: dict[str, list[int]] = {}
     for sp in specs:

@@ -81,9 +81,14 @@ def test_only_unattended_upgrade_itself_counts_as_an_upgrade(
     path.write_text("import time\ntime.sleep(30)\n")
     proc = subprocess.Popen([sys.executable, str(path), "--wait-for-signal"])
     try:
-        # Popen returns once the child has exec'd: its command line is already the script's
-        # (what the probe reads), so the probe's answer below is about this very process
-        assert probe.command_line(proc.pid)[1:] == [str(path), "--wait-for-signal"]
+        # the child's /proc cmdline can read empty for a moment after Popen returns (seen on a
+        # loaded 2-core machine): wait until the probe sees this very process's command line,
+        # so its answer below is about it
+        want = [str(path), "--wait-for-signal"]
+        deadline = time.monotonic() + 30
+        while probe.command_line(proc.pid)[1:] != want and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert probe.command_line(proc.pid)[1:] == want
         pids = [pid for pid, _ in probe.upgrade_processes()]
         assert (proc.pid in pids) is busy, pids
     finally:
