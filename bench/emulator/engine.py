@@ -367,86 +367,70 @@ class EmulatedEngine:
             r.fault_done = True
             # a truncated JSON object: what a half-written event looks like
             events.append(("malformed", 0, formats.sse(f'{{"id":"{r.rid}","object":"chat.c')))
-        model = r.model
         if p.engine == "vllm":
-            if first:
-                events.append(
-                    ("role", 0, formats.sse(formats.vllm_role_chunk(r.rid, r.created, model)))
-                )
-            reason = r.finish_reason if finished else None
-            events.append(
-                (
-                    "content",
-                    n,
-                    formats.sse(
-                        formats.vllm_content_chunk(
-                            r.rid, r.created, model, text, reason, self.logprobs(r, emitted)
-                        )
-                    ),
-                )
-            )
-            if finished and r.include_usage and not p.has(FailMode.MISSING_USAGE):
-                events.append(
-                    (
-                        "usage",
-                        0,
-                        formats.sse(
-                            formats.vllm_usage_chunk(
-                                r.rid,
-                                r.created,
-                                model,
-                                r.reported_prompt_tokens,
-                                r.emitted,
-                                self._vllm_spec_metrics(r),
-                            )
-                        ),
-                    )
-                )
+            events += self._vllm_events(r, n, text, emitted, first=first, finished=finished)
         else:
-            now = int(time.time())
-            if first:
-                events.append(
-                    ("role", 0, formats.sse(formats.sglang_role_chunk(r.rid, now, model)))
-                )
-            lps = self.logprobs(r, emitted)
-            chunk = formats.sglang_content_chunk(r.rid, now, model, text, lps)
-            events.append(("content", n, formats.sse(chunk)))
-            if finished:
-                matched = formats.EMULATED_EOS_TOKEN_ID if r.finish_reason == "stop" else None
-                events.append(
-                    (
-                        "finish",
-                        0,
-                        formats.sse(
-                            formats.sglang_finish_chunk(r.rid, now, model, r.finish_reason, matched)
-                        ),
-                    )
-                )
-                if r.spec_details and self.k and r.drafts:
-                    details = formats.sglang_spec_tokens_details(
-                        r.drafts, r.accepted_tokens, self.k, r.emitted, r.accept_histogram
-                    )
-                    events.append(
-                        (
-                            "sglext",
-                            0,
-                            formats.sse(formats.sglang_sglext_chunk(r.rid, now, model, details)),
-                        )
-                    )
-                if r.include_usage and not p.has(FailMode.MISSING_USAGE):
-                    events.append(
-                        (
-                            "usage",
-                            0,
-                            formats.sse(
-                                formats.sglang_usage_chunk(
-                                    r.rid, now, model, r.reported_prompt_tokens, r.emitted
-                                )
-                            ),
-                        )
-                    )
+            events += self._sglang_events(r, n, text, emitted, first=first, finished=finished)
         if finished:
             events.append(("done", 0, formats.SSE_DONE))
+        return events
+
+    def _vllm_events(
+        self, r: Request, n: int, text: str, emitted: list[Emission], *, first: bool, finished: bool
+    ) -> list[tuple[str, int, bytes]]:
+        """vLLM's events of one step: the role chunk first, the content chunk (with the finish
+        reason on the last), then the usage chunk when asked for."""
+        model = r.model
+        events: list[tuple[str, int, bytes]] = []
+        if first:
+            events.append(
+                ("role", 0, formats.sse(formats.vllm_role_chunk(r.rid, r.created, model)))
+            )
+        reason = r.finish_reason if finished else None
+        lps = self.logprobs(r, emitted)
+        chunk = formats.vllm_content_chunk(r.rid, r.created, model, text, reason, lps)
+        events.append(("content", n, formats.sse(chunk)))
+        if finished and r.include_usage and not self.profile.has(FailMode.MISSING_USAGE):
+            usage = formats.vllm_usage_chunk(
+                r.rid,
+                r.created,
+                model,
+                r.reported_prompt_tokens,
+                r.emitted,
+                self._vllm_spec_metrics(r),
+            )
+            events.append(("usage", 0, formats.sse(usage)))
+        return events
+
+    def _sglang_events(
+        self, r: Request, n: int, text: str, emitted: list[Emission], *, first: bool, finished: bool
+    ) -> list[tuple[str, int, bytes]]:
+        """SGLang's events of one step: the role chunk first, the content chunk, and on the last
+        step the finish chunk, the speculative-token details when asked for, and the usage."""
+        now = int(time.time())
+        model = r.model
+        events: list[tuple[str, int, bytes]] = []
+        if first:
+            events.append(("role", 0, formats.sse(formats.sglang_role_chunk(r.rid, now, model))))
+        lps = self.logprobs(r, emitted)
+        chunk = formats.sglang_content_chunk(r.rid, now, model, text, lps)
+        events.append(("content", n, formats.sse(chunk)))
+        if not finished:
+            return events
+        matched = formats.EMULATED_EOS_TOKEN_ID if r.finish_reason == "stop" else None
+        finish = formats.sglang_finish_chunk(r.rid, now, model, r.finish_reason, matched)
+        events.append(("finish", 0, formats.sse(finish)))
+        if r.spec_details and self.k and r.drafts:
+            details = formats.sglang_spec_tokens_details(
+                r.drafts, r.accepted_tokens, self.k, r.emitted, r.accept_histogram
+            )
+            sglext = formats.sglang_sglext_chunk(r.rid, now, model, details)
+            events.append(("sglext", 0, formats.sse(sglext)))
+        if r.include_usage and not self.profile.has(FailMode.MISSING_USAGE):
+            usage = formats.sglang_usage_chunk(
+                r.rid, now, model, r.reported_prompt_tokens, r.emitted
+            )
+            events.append(("usage", 0, formats.sse(usage)))
         return events
 
     def _vllm_spec_metrics(self, r: Request) -> dict[str, Any] | None:

@@ -4,7 +4,8 @@ Written by hand (the container has no prometheus_client) in the layout prometheu
 ``generate_latest`` produces: ``# HELP``/``# TYPE`` per family, a counter ``x`` exposed as
 ``x_total`` plus an ``x_created`` gauge family (vLLM; not SGLang, whose multiprocess collector
 has none), labels sorted by name, values as Go floats.
-Names, help texts and labels come from bench/emulator/formats.py (upstream cited there).
+Names, help texts and labels come from bench/emulator/_wire.py, through formats (upstream
+cited there).
 """
 
 from __future__ import annotations

@@ -469,6 +469,31 @@ class EmulatorServer:
         model = str(body.get("model") or p.served_model)
         if p.engine == "vllm" and body.get("model") and model != p.served_model:
             return web.json_response(formats.vllm_model_not_found(model), status=404)
+        injected = self._injected_failure()
+        if injected is not None:
+            return injected
+        prompt = count_prompt_tokens(messages)
+        raw_max = body.get("max_completion_tokens", body.get("max_tokens"))
+        max_tokens = int(raw_max) if raw_max is not None else p.context_len - prompt
+        if max_tokens < 1 or prompt + max_tokens > p.context_len:
+            return self._error(
+                f"This model's maximum context length is {p.context_len} tokens. However, you "
+                f"requested {prompt + max_tokens} tokens ({prompt} in the messages, "
+                f"{max_tokens} in the completion).",
+                "BadRequestError",
+                400,
+            )
+        req = self._request(body, messages, model, prompt, max_tokens)
+        if not req.stream:
+            self.engine.submit(req)
+            await req.done.wait()
+            return self._full_response(req)
+        return await self._stream(request, req)
+
+    def _injected_failure(self) -> web.Response | None:
+        """Count the request; the profile's injected HTTP 429 or 5xx when it is this one's turn
+        (every ``every_n_requests``-th request)."""
+        p = self.profile
         engine = self.engine
         engine.requests_seen += 1
         if p.has(FailMode.HTTP_429) and engine.requests_seen % p.failures.every_n_requests == 0:
@@ -483,17 +508,16 @@ class EmulatorServer:
                 "InternalServerError",
                 500,
             )
-        prompt = count_prompt_tokens(messages)
-        raw_max = body.get("max_completion_tokens", body.get("max_tokens"))
-        max_tokens = int(raw_max) if raw_max is not None else p.context_len - prompt
-        if max_tokens < 1 or prompt + max_tokens > p.context_len:
-            return self._error(
-                f"This model's maximum context length is {p.context_len} tokens. However, you "
-                f"requested {prompt + max_tokens} tokens ({prompt} in the messages, "
-                f"{max_tokens} in the completion).",
-                "BadRequestError",
-                400,
-            )
+        return None
+
+    def _request(
+        self, body: dict[str, Any], messages: list[Any], model: str, prompt: int, max_tokens: int
+    ) -> Request:
+        """The engine's request for an accepted chat body: how many tokens it will get and why
+        it stops (max_tokens; an injected early EOS; the profile's natural stop unless
+        ``ignore_eos``), and what its stream carries."""
+        p = self.profile
+        engine = self.engine
         target, reason = max_tokens, "length"
         if p.has(FailMode.EARLY_EOS):
             target, reason = max(1, int(max_tokens * p.failures.early_eos_fraction)), "stop"
@@ -504,9 +528,8 @@ class EmulatorServer:
         ):
             target, reason = p.natural_stop_tokens, "stop"
         drift = p.failures.prompt_drift if p.has(FailMode.PROMPT_DRIFT) else 0
-        stream = bool(body.get("stream"))
         options = body.get("stream_options") or {}
-        req = Request(
+        return Request(
             rid=engine.new_id(),
             model=model if p.engine == "sglang" else p.served_model,
             prompt_tokens=prompt,
@@ -514,7 +537,7 @@ class EmulatorServer:
             max_tokens=max_tokens,
             target_tokens=target,
             finish_reason=reason,
-            stream=stream,
+            stream=bool(body.get("stream")),
             include_usage=bool(isinstance(options, dict) and options.get("include_usage")),
             arrival=engine.clock(),
             top_logprobs=_top_logprobs(body),
@@ -522,10 +545,11 @@ class EmulatorServer:
             spec_details=p.engine == "sglang" and body.get("return_spec_tokens_details") is True,
             lossy_from=lossy_start(p, _last_user_text(messages)),
         )
-        if not stream:
-            engine.submit(req)
-            await req.done.wait()
-            return self._full_response(req)
+
+    async def _stream(self, request: web.Request, req: Request) -> web.StreamResponse:
+        """Answer with an SSE stream the engine writes into, step by step, until ``req`` is
+        done; a client that goes away drops the request."""
+        engine = self.engine
         resp = web.StreamResponse(
             status=200, headers={"Content-Type": "text/event-stream; charset=utf-8"}
         )

@@ -397,99 +397,146 @@ def interpret_chat_stream(
     token chunks than tokens) — leaves ``error`` or ``reasons`` set, so the record is invalid."""
     rec = RequestRecord(request_id=request_id, stream_index=stream_index, sent_at=raw.sent_at)
     rec.http_status = raw.status
+    if not _response_is_a_stream(raw, rec):
+        return rec
+    stream = _read_stream(raw, rec, model)
+    if rec.error is not None or not _stream_ended_cleanly(raw, rec, stream.done_seen):
+        return rec
+    _account_tokens(rec, stream, raw.sent_at, max_tokens)
+    return rec
+
+
+def _response_is_a_stream(raw: RawResponse, rec: RequestRecord) -> bool:
+    """Whether ``raw`` is an answered HTTP 200 SSE stream; if not, ``rec.error`` says why.
+    Sets the end-to-end time of a response that ended."""
     sent = raw.sent_at
     if raw.ended_at is not None and raw.ended_at < sent:
         # the connection was lost between its opening and the send (a server that died in
         # between, its port's proxy still accepting): nothing came back for this request
         rec.error = f"the connection closed before the request was sent ({raw.error or 'EOF'})"
-        return rec
+        return False
     if raw.ended_at is not None:
         rec.ended_at = raw.ended_at - sent
         rec.e2e_ms = (raw.ended_at - sent) * 1e3
     if raw.status is not None and raw.status != 200:
         body = raw.body.decode("utf-8", "replace")
         rec.error = f"HTTP {raw.status}: {_one_line(body) or '(empty body)'}"
-        return rec
+        return False
     if raw.status is None:
         rec.error = raw.error or "no response"
-        return rec
+        return False
     if not raw.events and raw.body:
         rec.error = "response is not an SSE stream: " + _one_line(
             raw.body.decode("utf-8", "replace")
         )
-        return rec
+        return False
+    return True
+
+
+@dataclass
+class _Stream:
+    """What the events of one stream said: its usage, the arrival of its first and last text
+    chunk (perf_counter seconds), whether ``[DONE]`` came, and how many chunks carried text."""
 
     usage: dict[str, Any] | None = None
     first: float | None = None
     last: float | None = None
-    done_seen = False
-    token_chunks = 0
+    done_seen: bool = False
+    token_chunks: int = 0
+
+
+def _read_stream(raw: RawResponse, rec: RequestRecord, model: str | None) -> _Stream:
+    """Walk the events in order until the first one that is wrong (``rec.error``); every event
+    read gives ``rec`` its arrival time and text characters, and the text its output hash."""
+    stream = _Stream()
+    sent = raw.sent_at
     text_parts: list[str] = []
     times: list[float] = []
     chars: list[int] = []
     for k, (t, data) in enumerate(raw.events):
-        if done_seen:
+        if stream.done_seen:
             rec.error = f"stream went on after data: [DONE] (event #{k})"
             break
         if data == b"[DONE]":
-            done_seen = True
+            stream.done_seen = True
             continue
-        try:
-            obj = _json_decode(data.decode())
-        except (ValueError, RecursionError):  # RecursionError: nesting deeper than Python's stack
-            rec.error = (
-                f"malformed SSE event #{k}: {_one_line(data.decode('utf-8', 'replace'), 80)}"
-            )
-            break
-        if not isinstance(obj, dict):
-            rec.error = f"malformed SSE event #{k}: not a JSON object"
-            break
-        if "error" in obj and not obj.get("choices"):
-            err = obj["error"]
-            msg = err.get("message", err) if isinstance(err, dict) else err
-            rec.error = f"server error event: {_one_line(str(msg))}"
-            break
-        n, problem = _read_event(obj, k, model, rec, text_parts)
-        if problem is None and obj.get("usage") is not None:
-            if not isinstance(obj["usage"], dict):
-                problem = f"SSE event #{k}: usage is {_json_type(obj['usage'])}, not an object"
-            elif usage is not None and obj["usage"] != usage:
-                problem = (
-                    f"two usage chunks disagree: {_one_line(json.dumps(usage), 80)} then "
-                    f"{_one_line(json.dumps(obj['usage']), 80)} (event #{k})"
-                )
-            else:
-                usage = obj["usage"]
+        obj, problem = _decode_event(data, k)
+        n = 0
+        if obj is not None:
+            n, problem = _read_event(obj, k, model, rec, text_parts)
+            if problem is None and obj.get("usage") is not None:
+                stream.usage, problem = _read_usage(obj["usage"], stream.usage, k)
         if problem is not None:
             rec.error = problem
             break
         times.append(t - sent)
         chars.append(n)
         if n:
-            token_chunks += 1
-            if first is None:
-                first = t
-            last = t
+            stream.token_chunks += 1
+            if stream.first is None:
+                stream.first = t
+            stream.last = t
     rec.chunk_times = times
     rec.chunk_chars = chars
     text = "".join(text_parts)
     rec.output_sha256 = hashlib.sha256(text.encode()).hexdigest()
     rec.output_text = text
-    if rec.error is not None:
-        return rec
+    return stream
+
+
+def _decode_event(data: bytes, k: int) -> tuple[dict[str, Any] | None, str | None]:
+    """Event ``k`` as a JSON object, or why it is not one (a server's error event included)."""
+    try:
+        obj = _json_decode(data.decode())
+    except (ValueError, RecursionError):  # RecursionError: nesting deeper than Python's stack
+        return None, f"malformed SSE event #{k}: {_one_line(data.decode('utf-8', 'replace'), 80)}"
+    if not isinstance(obj, dict):
+        return None, f"malformed SSE event #{k}: not a JSON object"
+    if "error" in obj and not obj.get("choices"):
+        err = obj["error"]
+        msg = err.get("message", err) if isinstance(err, dict) else err
+        return None, f"server error event: {_one_line(str(msg))}"
+    return obj, None
+
+
+def _read_usage(
+    usage: object, seen: dict[str, Any] | None, k: int
+) -> tuple[dict[str, Any] | None, str | None]:
+    """The stream's usage after event ``k`` carried ``usage``, or what is wrong with it: not an
+    object, or another usage than an earlier chunk's."""
+    if not isinstance(usage, dict):
+        return seen, f"SSE event #{k}: usage is {_json_type(usage)}, not an object"
+    if seen is not None and usage != seen:
+        return seen, (
+            f"two usage chunks disagree: {_one_line(json.dumps(seen), 80)} then "
+            f"{_one_line(json.dumps(usage), 80)} (event #{k})"
+        )
+    return usage, None
+
+
+def _stream_ended_cleanly(raw: RawResponse, rec: RequestRecord, done_seen: bool) -> bool:
+    """Whether the stream ended as one should: unbroken, with ``[DONE]``, every line a
+    ``data:`` line; if not, ``rec.error`` says why."""
     if raw.error is not None:
         rec.error = f"stream broken: {raw.error}"
-        return rec
+        return False
     if not done_seen:
         rec.error = "stream ended without data: [DONE] (disconnect)"
-        return rec
+        return False
     if raw.stray_count:
         rec.error = (
             f"{raw.stray_count} SSE line(s) without a data: field (first: "
             f"{_one_line(raw.stray[0].decode('utf-8', 'replace'), 80)!r})"
         )
-        return rec
+        return False
+    return True
 
+
+def _account_tokens(rec: RequestRecord, stream: _Stream, sent: float, max_tokens: int) -> None:
+    """TTFT, token counts (from usage only) and the decode rate of a well-formed stream, with
+    a reason for each thing that makes the request unusable (early stop, chunks without
+    tokens, usage that contradicts itself or the chunks)."""
+    first, last, usage = stream.first, stream.last, stream.usage
     if first is not None and last is not None:
         rec.first_token_at = first - sent
         rec.last_token_at = last - sent
@@ -498,7 +545,7 @@ def interpret_chat_stream(
         rec.reasons.append("no chunk carried content or reasoning content")
     if usage is None:
         rec.reasons.append("missing usage (stream_options.include_usage ignored by the server)")
-        return rec
+        return
     rec.prompt_tokens = _int_or_none(usage.get("prompt_tokens"))
     rec.completion_tokens = _int_or_none(usage.get("completion_tokens"))
     details = usage.get("completion_tokens_details")
@@ -507,15 +554,15 @@ def interpret_chat_stream(
     ct = rec.completion_tokens
     if ct is None:
         rec.reasons.append("usage without completion_tokens")
-        return rec
+        return
     if ct != max_tokens:
         rec.reasons.append(
             f"early stop: completion_tokens={ct} != max_tokens={max_tokens} "
             f"(finish_reason={rec.finish_reason})"
         )
-    if token_chunks > ct:
+    if stream.token_chunks > ct:
         rec.reasons.append(
-            f"{token_chunks} chunks carried text but usage counts {ct} completion tokens "
+            f"{stream.token_chunks} chunks carried text but usage counts {ct} completion tokens "
             "(each chunk carries at least one token: chunks repeated?)"
         )
     if rec.reasoning_tokens is not None and rec.reasoning_tokens > ct:
@@ -527,7 +574,6 @@ def interpret_chat_stream(
             rec.decode_tok_s = (ct - 1) / (last - first)
         else:
             rec.reasons.append("all tokens arrived in one chunk: decode rate undefined")
-    return rec
 
 
 _TEXT_KEYS = ("content", "reasoning_content", "reasoning")

@@ -60,6 +60,7 @@ from bench.measure._validity import MetricsProblem, measurement_reasons, throttl
 from bench.measure._workload import PromptFactory, load_tokenizer, nonce_stream, prompt_sha256
 from bench.schema import (
     PAYLOAD_SCHEMA,
+    AcceptanceDelta,
     EngineFlags,
     Evidence,
     Figures,
@@ -392,25 +393,13 @@ async def measure_async(
     telemetry: Sampler | None = None,
     no_telemetry_reason: str | None = None,
 ) -> Measured:
+    """The level's iterations in order, each reported to ``progress``, then their payload (and
+    the prompts its logprob probes will send)."""
     started = utc_now()
     is_emulator, _ = await _probe(spec)
-    server_version = await _server_version(spec)
     warnings: list[str] = []
-    if server_version is not None:
-        if spec.engine_version and spec.engine_version != server_version:
-            warnings.append(
-                f"the server reports version {server_version}, expected {spec.engine_version}"
-            )
-        spec = spec.model_copy(update={"engine_version": server_version})
-    factory: PromptFactory | None = None
-    if spec.prompt_set is None:
-        counter = load_tokenizer(spec.tokenizer) if spec.tokenizer else None
-        factory = PromptFactory(
-            spec.prompt_tokens, counter, nonce_stream(spec.prompt_seed, spec.concurrency)
-        )
-        await factory.calibrate(
-            lambda p: _server_prompt_count(spec, p), allow_mismatch=spec.allow_prompt_mismatch
-        )
+    spec = await _with_server_version(spec, warnings)
+    factory = await _prompt_factory(spec)
     engine_template = await engine_chat_template(spec)
     slots = iteration_slots(spec)
     cursor: dict[str, int] = {}
@@ -423,61 +412,11 @@ async def measure_async(
     for i, (category, warmup) in enumerate(slots):
         if progress is not None:
             progress.iteration_started(i, total, warmup)
-        for attempt in range(RETRIES + 1):
-            # fresh prompts on a retry too: streams of the refused attempt that were served
-            # left their prompts in the server's prefix cache
-            items: list[PromptItem] | None = None
-            if factory is not None:
-                prompts = [factory.build() for _ in range(spec.concurrency)]
-            else:
-                items = _next_items(spec, category or "", cursor)
-                prompts = [item.text() for item in items]
-            before = None if warmup else await _scrape(spec)
-            it, raws = await _one_iteration(spec, prompts, i, warmup, items)
-            after = None if warmup else await _scrape(spec)
-            is_emulator = is_emulator or any(r.is_emulator for r in raws)
-            is_emulator = is_emulator or any(s.is_emulator for s in (before, after) if s)
-            # A request the server refused with 429/503 produced nothing: the whole iteration
-            # (its streams start together) is sent again once the server's Retry-After passed.
-            waits = [retry_after(r) for r in raws if r.status in RETRY_STATUSES]
-            if not waits or None in waits or attempt == RETRIES:
-                break
-            wait = max(w for w in waits if w is not None)
-            refused = next(r for r in raws if r.status in RETRY_STATUSES)
-            warnings.append(
-                f"iteration {i}: the server answered {_refusal(refused)} to "
-                f"{len(waits)}/{len(raws)} request(s); sent the iteration again, with fresh "
-                f"prompts, after {wait:g} s"
-            )
-            await asyncio.sleep(wait)
-        if before is not None and after is not None:
-            for scrape, when in ((before, "before"), (after, "after")):
-                if scrape.problem is not None:
-                    metrics_problems.append(
-                        MetricsProblem(
-                            "scrape",
-                            i,
-                            f"iteration {i}: GET /metrics {when} it {scrape.problem}",
-                            scrape.status,
-                        )
-                    )
-            if before.snapshot is not None and after.snapshot is not None:
-                back = counters_went_back(before.snapshot, after.snapshot)
-                if back:
-                    metrics_problems.append(
-                        MetricsProblem(
-                            "reset", i, f"iteration {i}: {'; '.join(back[:4])}", after.status
-                        )
-                    )
-                else:
-                    acc = delta(spec.engine, before.snapshot, after.snapshot, spec.spec_num_tokens)
-                    if acc is not None:
-                        acc = acc.model_copy(
-                            update={"source": f"{acc.source}, series {after.series}"}
-                        )
-                    it.acceptance = acc
-                    it.server_ttft_ms = server_ttft_ms(spec.engine, before.snapshot, after.snapshot)
-                series = {"series": after.series, "other_models_ignored": list(after.other_models)}
+        sent = await _send_iteration(spec, i, warmup, category, factory, cursor, warnings)
+        is_emulator = is_emulator or sent.saw_emulator
+        it, prompts = sent.record, sent.prompts
+        if sent.before is not None and sent.after is not None:
+            series = _iteration_counters(spec, i, sent.before, sent.after, it, metrics_problems)
         if not warmup and first_prompt is None:
             first_prompt = prompts[0]
         if not warmup:
@@ -500,6 +439,123 @@ async def measure_async(
         # the logprob probes re-send synthetic prompts only
         probe_prompts = []
     return Measured(with_telemetry(payload, telemetry, no_telemetry_reason), probe_prompts)
+
+
+async def _with_server_version(spec: RunSpec, warnings: list[str]) -> RunSpec:
+    """``spec`` with the version the server reports, if it reports one (a warning when it is
+    not the one expected)."""
+    server_version = await _server_version(spec)
+    if server_version is None:
+        return spec
+    if spec.engine_version and spec.engine_version != server_version:
+        warnings.append(
+            f"the server reports version {server_version}, expected {spec.engine_version}"
+        )
+    return spec.model_copy(update={"engine_version": server_version})
+
+
+async def _prompt_factory(spec: RunSpec) -> PromptFactory | None:
+    """The synthetic workload's prompt builder, calibrated against the server's own prompt
+    count; None for a prompt set (real text)."""
+    if spec.prompt_set is not None:
+        return None
+    counter = load_tokenizer(spec.tokenizer) if spec.tokenizer else None
+    factory = PromptFactory(
+        spec.prompt_tokens, counter, nonce_stream(spec.prompt_seed, spec.concurrency)
+    )
+    await factory.calibrate(
+        lambda p: _server_prompt_count(spec, p), allow_mismatch=spec.allow_prompt_mismatch
+    )
+    return factory
+
+
+class _Sent(NamedTuple):
+    """One iteration as last sent: its record and prompts, the /metrics scrapes around it
+    (None for a warmup), and whether any response or scrape came from the emulator."""
+
+    record: IterationRecord
+    prompts: list[str]
+    before: Scrape | None
+    after: Scrape | None
+    saw_emulator: bool
+
+
+async def _send_iteration(
+    spec: RunSpec,
+    i: int,
+    warmup: bool,
+    category: str | None,
+    factory: PromptFactory | None,
+    cursor: dict[str, int],
+    warnings: list[str],
+) -> _Sent:
+    """Iteration ``i`` between two scrapes of /metrics (none for a warmup), sent again while
+    the server refuses it with 429/503 and a Retry-After (at most RETRIES times)."""
+    saw_emulator = False
+    for attempt in range(RETRIES + 1):
+        # fresh prompts on a retry too: streams of the refused attempt that were served
+        # left their prompts in the server's prefix cache
+        items: list[PromptItem] | None = None
+        if factory is not None:
+            prompts = [factory.build() for _ in range(spec.concurrency)]
+        else:
+            items = _next_items(spec, category or "", cursor)
+            prompts = [item.text() for item in items]
+        before = None if warmup else await _scrape(spec)
+        it, raws = await _one_iteration(spec, prompts, i, warmup, items)
+        after = None if warmup else await _scrape(spec)
+        saw_emulator = saw_emulator or any(r.is_emulator for r in raws)
+        saw_emulator = saw_emulator or any(s.is_emulator for s in (before, after) if s)
+        # A request the server refused with 429/503 produced nothing: the whole iteration
+        # (its streams start together) is sent again once the server's Retry-After passed.
+        waits = [retry_after(r) for r in raws if r.status in RETRY_STATUSES]
+        if not waits or None in waits or attempt == RETRIES:
+            break
+        wait = max(w for w in waits if w is not None)
+        refused = next(r for r in raws if r.status in RETRY_STATUSES)
+        warnings.append(
+            f"iteration {i}: the server answered {_refusal(refused)} to "
+            f"{len(waits)}/{len(raws)} request(s); sent the iteration again, with fresh "
+            f"prompts, after {wait:g} s"
+        )
+        await asyncio.sleep(wait)
+    return _Sent(it, prompts, before, after, saw_emulator)
+
+
+def _iteration_counters(
+    spec: RunSpec,
+    i: int,
+    before: Scrape,
+    after: Scrape,
+    it: IterationRecord,
+    metrics_problems: list[MetricsProblem],
+) -> dict[str, Any]:
+    """Give measured iteration ``i`` its acceptance and server-side TTFT from the counters
+    read around it, or add to ``metrics_problems`` why they cannot be used (a scrape failed,
+    a counter went back). Returns the series the counters were read from."""
+    for scrape, when in ((before, "before"), (after, "after")):
+        if scrape.problem is not None:
+            metrics_problems.append(
+                MetricsProblem(
+                    "scrape",
+                    i,
+                    f"iteration {i}: GET /metrics {when} it {scrape.problem}",
+                    scrape.status,
+                )
+            )
+    if before.snapshot is not None and after.snapshot is not None:
+        back = counters_went_back(before.snapshot, after.snapshot)
+        if back:
+            metrics_problems.append(
+                MetricsProblem("reset", i, f"iteration {i}: {'; '.join(back[:4])}", after.status)
+            )
+        else:
+            acc = delta(spec.engine, before.snapshot, after.snapshot, spec.spec_num_tokens)
+            if acc is not None:
+                acc = acc.model_copy(update={"source": f"{acc.source}, series {after.series}"})
+            it.acceptance = acc
+            it.server_ttft_ms = server_ttft_ms(spec.engine, before.snapshot, after.snapshot)
+    return {"series": after.series, "other_models_ignored": list(after.other_models)}
 
 
 def iteration_slots(spec: RunSpec) -> list[tuple[str | None, bool]]:
@@ -554,14 +610,12 @@ def _payload(
     series: dict[str, Any] | None = None,
     engine_template: str | None = None,
 ) -> Payload:
+    """The payload of a measured level: its figures over the valid measured iterations, its
+    verdict, and the evidence it rests on (every iteration, the counters, the workload)."""
     measured = [it for it in iterations if not it.warmup]
     valid = [it for it in measured if it.valid]
     acc = combine([it.acceptance for it in valid if it.acceptance is not None])
-    prompt_tokens = spec.prompt_tokens
-    if spec.prompt_set is not None:
-        # real text: the mean of what the server counted (the exact P applies to synthetic)
-        counts = [r.prompt_tokens for it in measured for r in it.requests if r.prompt_tokens]
-        prompt_tokens = max(1, round(_mean(counts))) if counts else spec.prompt_tokens
+    prompt_tokens = _prompt_tokens(spec, measured)
     reasons, more_warnings = measurement_reasons(
         measured,
         spec_method=spec.spec_method,
@@ -579,94 +633,24 @@ def _payload(
     ]
     warnings = [*warnings, *more_warnings]
     simulated = spec.simulated or is_emulator
-
     decode = [it.per_stream_mean_tok_s for it in valid if it.per_stream_mean_tok_s is not None]
-    ttft = [_mean([r.ttft_ms for r in it.requests if r.ttft_ms is not None]) for it in valid]
-    e2e = [_mean([r.e2e_ms for r in it.requests if r.e2e_ms is not None]) for it in valid]
-    agg = [it.aggregate_tok_s for it in valid if it.aggregate_tok_s is not None]
+    figures = _figures(valid, decode)
     total_rate = [
         (prompt_tokens + spec.max_tokens) / (r.e2e_ms / 1e3)
         for it in valid
         for r in it.requests
         if r.e2e_ms
     ]
-    figures = Figures(
-        decode_tok_s=summarize(decode) if decode else None,
-        ttft_ms=summarize(ttft) if ttft else None,
-        e2e_ms=summarize(e2e) if e2e else None,
-        aggregate_tok_s=summarize(agg) if agg else None,
-    )
-    sample_stats = (
-        SampleStats(
-            min=figures.decode_tok_s.min,
-            p50=figures.decode_tok_s.median,
-            mean=figures.decode_tok_s.mean,
-            max=figures.decode_tok_s.max,
-            stddev=figures.decode_tok_s.stddev,
-        )
-        if figures.decode_tok_s
-        else SampleStats(min=0, p50=0, mean=0, max=0, stddev=0)
-    )
     first_req = valid[0].requests[0] if valid else None
-    validity = Validity.from_reasons(reasons)
-    flags = EngineFlags(
-        specDecoding=spec.spec_method != "NONE",
-        specMethod=spec.spec_method,
-        specModel=spec.spec_draft_model,
-        specNumTokens=spec.spec_num_tokens,
-        specDraftTokens=acc.draft_tokens if acc else None,
-        specAcceptedTokens=acc.accepted_tokens if acc else None,
-        specAcceptanceRate=acc.acceptance_rate if acc else None,
-        specMeanAcceptedLength=acc.mean_acceptance_length if acc else None,
-        tensorParallel=spec.tensor_parallel,
-        concurrency=spec.concurrency,
-        temperature=spec.temperature,
-        prefixCaching=spec.prefix_caching,
-        gpuMemUtil=spec.gpu_mem_util,
-        commandSnippet=spec.command_snippet,
-    )
-    # which /metrics series the counters were read from (model_name of the served model)
-    raw_acc: dict[str, Any] = {"metrics_series": series} if series else {}
-    if spec.engine == "sglang":
-        gauges = [
-            it.acceptance.after.values for it in valid if it.acceptance and it.acceptance.after
-        ]
-        raw_acc["sglang_gauges_after_each_iteration"] = [
-            {g: v[g] for g in SGLANG_GAUGES if g in v} for v in gauges
-        ]
     evidence = Evidence(
-        run=RunInfo(
-            specbench_version=__version__,
-            started_at=started,
-            finished_at=utc_now(),
-            base_url=spec.base_url,
-            served_model=spec.served_model,
-            command=spec.command,
-            run_id=spec.run_id,
-            config_name=spec.config_name,
-            simulated=simulated,
-            toy_model=spec.toy_model,
-        ),
-        workload=Workload(
-            prompt_tokens=prompt_tokens,
-            max_tokens=spec.max_tokens,
-            concurrency=spec.concurrency,
-            warmup=spec.warmup,
-            iterations=spec.iterations,
-            temperature=spec.temperature,
-            tokenizer=str(spec.tokenizer) if spec.tokenizer else None,
-            prompt_seed=spec.prompt_seed,
-            allow_prompt_mismatch=spec.allow_prompt_mismatch,
-            prompt_set=spec.prompt_set.record() if spec.prompt_set is not None else None,
-            sampling=sampling_record(spec),
-            chat_template=chat_template_record(spec, engine_template),
-        ),
+        run=_run_info(spec, started, simulated),
+        workload=_workload_record(spec, prompt_tokens, engine_template),
         figures=figures,
         categories=categories,
         iterations=iterations,
         acceptance=acc,
-        acceptance_raw=raw_acc,
-        validity=validity,
+        acceptance_raw=_acceptance_raw(spec, valid, series),
+        validity=Validity.from_reasons(reasons),
         warnings=warnings,
     )
     return Payload(
@@ -686,9 +670,110 @@ def _payload(
         promptTokens=prompt_tokens,
         outputTokens=spec.max_tokens,
         samples=decode,
-        sampleStats=sample_stats,
+        sampleStats=_sample_stats(figures),
         promptSha256=prompt_sha256(prompt),
         outputSha256=(first_req.output_sha256 or "") if first_req else "",
-        engineFlags=flags,
+        engineFlags=_engine_flags(spec, acc),
         evidence=evidence,
+    )
+
+
+def _prompt_tokens(spec: RunSpec, measured: list[IterationRecord]) -> int:
+    """The prompt length the payload states: the exact P of a synthetic workload; for real
+    text, the mean of what the server counted."""
+    if spec.prompt_set is None:
+        return spec.prompt_tokens
+    counts = [r.prompt_tokens for it in measured for r in it.requests if r.prompt_tokens]
+    return max(1, round(_mean(counts))) if counts else spec.prompt_tokens
+
+
+def _figures(valid: list[IterationRecord], decode: list[float]) -> Figures:
+    """Each headline figure summarised over the valid iterations (``decode``: their per-stream
+    mean rates), one sample per iteration; None where no iteration has it."""
+    ttft = [_mean([r.ttft_ms for r in it.requests if r.ttft_ms is not None]) for it in valid]
+    e2e = [_mean([r.e2e_ms for r in it.requests if r.e2e_ms is not None]) for it in valid]
+    agg = [it.aggregate_tok_s for it in valid if it.aggregate_tok_s is not None]
+    return Figures(
+        decode_tok_s=summarize(decode) if decode else None,
+        ttft_ms=summarize(ttft) if ttft else None,
+        e2e_ms=summarize(e2e) if e2e else None,
+        aggregate_tok_s=summarize(agg) if agg else None,
+    )
+
+
+def _sample_stats(figures: Figures) -> SampleStats:
+    """The decode figure as the payload's sampleStats (zeros without one)."""
+    d = figures.decode_tok_s
+    if not d:
+        return SampleStats(min=0, p50=0, mean=0, max=0, stddev=0)
+    return SampleStats(min=d.min, p50=d.median, mean=d.mean, max=d.max, stddev=d.stddev)
+
+
+def _engine_flags(spec: RunSpec, acc: AcceptanceDelta | None) -> EngineFlags:
+    """What the engine ran with, and the acceptance it measured."""
+    return EngineFlags(
+        specDecoding=spec.spec_method != "NONE",
+        specMethod=spec.spec_method,
+        specModel=spec.spec_draft_model,
+        specNumTokens=spec.spec_num_tokens,
+        specDraftTokens=acc.draft_tokens if acc else None,
+        specAcceptedTokens=acc.accepted_tokens if acc else None,
+        specAcceptanceRate=acc.acceptance_rate if acc else None,
+        specMeanAcceptedLength=acc.mean_acceptance_length if acc else None,
+        tensorParallel=spec.tensor_parallel,
+        concurrency=spec.concurrency,
+        temperature=spec.temperature,
+        prefixCaching=spec.prefix_caching,
+        gpuMemUtil=spec.gpu_mem_util,
+        commandSnippet=spec.command_snippet,
+    )
+
+
+def _acceptance_raw(
+    spec: RunSpec, valid: list[IterationRecord], series: dict[str, Any] | None
+) -> dict[str, Any]:
+    """Which /metrics series the counters were read from (model_name of the served model),
+    and SGLang's acceptance gauges after each valid iteration."""
+    raw_acc: dict[str, Any] = {"metrics_series": series} if series else {}
+    if spec.engine == "sglang":
+        gauges = [
+            it.acceptance.after.values for it in valid if it.acceptance and it.acceptance.after
+        ]
+        raw_acc["sglang_gauges_after_each_iteration"] = [
+            {g: v[g] for g in SGLANG_GAUGES if g in v} for v in gauges
+        ]
+    return raw_acc
+
+
+def _run_info(spec: RunSpec, started: str, simulated: bool) -> RunInfo:
+    """Who measured what, when (finished now), against which server."""
+    return RunInfo(
+        specbench_version=__version__,
+        started_at=started,
+        finished_at=utc_now(),
+        base_url=spec.base_url,
+        served_model=spec.served_model,
+        command=spec.command,
+        run_id=spec.run_id,
+        config_name=spec.config_name,
+        simulated=simulated,
+        toy_model=spec.toy_model,
+    )
+
+
+def _workload_record(spec: RunSpec, prompt_tokens: int, engine_template: str | None) -> Workload:
+    """The workload as it was sent: sizes, sampling, prompts and the chat template."""
+    return Workload(
+        prompt_tokens=prompt_tokens,
+        max_tokens=spec.max_tokens,
+        concurrency=spec.concurrency,
+        warmup=spec.warmup,
+        iterations=spec.iterations,
+        temperature=spec.temperature,
+        tokenizer=str(spec.tokenizer) if spec.tokenizer else None,
+        prompt_seed=spec.prompt_seed,
+        allow_prompt_mismatch=spec.allow_prompt_mismatch,
+        prompt_set=spec.prompt_set.record() if spec.prompt_set is not None else None,
+        sampling=sampling_record(spec),
+        chat_template=chat_template_record(spec, engine_template),
     )

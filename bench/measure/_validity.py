@@ -314,6 +314,51 @@ def graph_check(
     fell back to eager mode is several times slower and is not the configuration measured. No
     graph-state line at all (the engine logs none without a flag, or the windows were shorter
     than its log interval) is a note, never a verdict."""
+    evidence = _graph_evidence(log, window, patterns, speculative=speculative, args=args)
+    needed, captured, unobservable = evidence.needed, evidence.captured, evidence.use_unobservable
+    use_lines, used = evidence.use_lines, evidence.used
+    severity: Literal["invalid", "warning"] = "invalid" if required else "warning"
+    what = "target-verify" if speculative else "decode"
+    reasons: list[ValidityReason] = []
+    notes: list[str] = []
+    if not captured:
+        reasons.append(
+            ValidityReason(
+                code="cuda_graphs_not_captured",
+                severity=severity,
+                message=f"no {what} CUDA graph capture in the server log: no line matching "
+                f"'{patterns.captured.regex}' for '{needed}' ({patterns.captured.source}); the "
+                "server ran eager",
+                evidence=evidence.disabled or ["(no capture line)"],
+            )
+        )
+    elif use_lines and not used:
+        reasons.append(
+            ValidityReason(
+                code="cuda_graphs_unused",
+                severity=severity,
+                message=f"{what} CUDA graphs were captured but no step of the measured windows ran "
+                f"on them: {use_lines} of {use_lines} step(s) eager by the line "
+                f"'{patterns.use.regex}' ({patterns.use.source})",
+                evidence=evidence.eager,
+            )
+        )
+    elif use_lines and used < use_lines:
+        notes.append(
+            f"cuda graphs: {use_lines - used} of {use_lines} logged step(s) in the measured "
+            "windows ran eager"
+        )
+    if unobservable is not None and captured:
+        notes.append(f"cuda graphs captured; use not observable: {unobservable}")
+    return GraphCheck(evidence=evidence, reasons=reasons, notes=notes)
+
+
+def _graph_evidence(
+    log: str, window: str, patterns: GraphPatterns, *, speculative: bool, args: list[str]
+) -> GraphEvidence:
+    """What the server's log says of its CUDA graphs: the capture lines (and graphs-off lines)
+    of the whole ``log``, the steps of the measured ``window`` that ran on a graph or eager,
+    and why graph use could not be seen when no graph-state line was logged."""
     needed = patterns.needed(speculative)
     captured: list[str] = []
     disabled: list[str] = []
@@ -343,7 +388,7 @@ def graph_check(
             if flag is not None and flag not in [a.split("=", 1)[0] for a in args]
             else "no graph-state line was logged inside the measured windows"
         )
-    evidence = GraphEvidence(
+    return GraphEvidence(
         needed=needed,
         captured=captured[:MAX_EVIDENCE],
         disabled=disabled[:MAX_EVIDENCE],
@@ -352,40 +397,6 @@ def graph_check(
         eager=eager[:MAX_EVIDENCE],
         use_unobservable=unobservable,
     )
-    severity: Literal["invalid", "warning"] = "invalid" if required else "warning"
-    what = "target-verify" if speculative else "decode"
-    reasons: list[ValidityReason] = []
-    notes: list[str] = []
-    if not captured:
-        reasons.append(
-            ValidityReason(
-                code="cuda_graphs_not_captured",
-                severity=severity,
-                message=f"no {what} CUDA graph capture in the server log: no line matching "
-                f"'{patterns.captured.regex}' for '{needed}' ({patterns.captured.source}); the "
-                "server ran eager",
-                evidence=disabled[:MAX_EVIDENCE] or ["(no capture line)"],
-            )
-        )
-    elif use_lines and not used:
-        reasons.append(
-            ValidityReason(
-                code="cuda_graphs_unused",
-                severity=severity,
-                message=f"{what} CUDA graphs were captured but no step of the measured windows ran "
-                f"on them: {use_lines} of {use_lines} step(s) eager by the line "
-                f"'{patterns.use.regex}' ({patterns.use.source})",
-                evidence=eager[:MAX_EVIDENCE],
-            )
-        )
-    elif use_lines and used < use_lines:
-        notes.append(
-            f"cuda graphs: {use_lines - used} of {use_lines} logged step(s) in the measured "
-            "windows ran eager"
-        )
-    if unobservable is not None and captured:
-        notes.append(f"cuda graphs captured; use not observable: {unobservable}")
-    return GraphCheck(evidence=evidence, reasons=reasons, notes=notes)
 
 
 def accept_lengths(window: str, pattern: LogPattern | None) -> list[float]:

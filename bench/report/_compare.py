@@ -197,13 +197,43 @@ def compare_hosts(dirs: Sequence[Path]) -> FleetComparison:
     ]
     refuse_copies(hosts)
     check_comparable(hosts)
+    lined = _line_up(hosts)
+    family = _host_family(lined)
+    rows: list[CompareRow] = []
+    missing: list[str] = []
+    for config, c, cells in lined:
+        row = _compare_row(config, c, cells, hosts, family, missing)
+        if row is not None:
+            rows.append(row)
+    for h in hosts:  # every payload a host's folder holds and could not be read is named
+        missing += [
+            f"{u.path} on {h.name}: could not be read ({u.reason})" for u in h.rs.unreadable
+        ]
+    return FleetComparison(
+        experiment=hosts[0].rs.experiment,
+        title=hosts[0].rs.title,
+        hosts=tuple(hosts),
+        rows=tuple(rows),
+        missing=tuple(missing),
+        family_size=family.size,
+        frontier=fleet_frontier([(h.name, h.rs.runs) for h in hosts]),
+    )
+
+
+#: one configuration at one concurrency, and each host's valid current run of it (None: none)
+_Lined = tuple[str, int, list[tuple[str, RunView | None]]]
+
+
+def _line_up(hosts: Sequence[Host]) -> list[_Lined]:
+    """Every (configuration, concurrency) any host ran, in the order the hosts name them, with
+    each host's valid current run. Runs are named by host so that every host-pair test is its
+    own member of the family."""
     keys: list[tuple[str, int]] = []
     for h in hosts:
         for r in h.rs.runs:
             if r.attempt is None and (r.config, r.concurrency) not in keys:
                 keys.append((r.config, r.concurrency))
-    # Runs are named by host so that every host-pair test is its own member of the family.
-    lined: list[tuple[str, int, list[tuple[str, RunView | None]]]] = []
+    lined: list[_Lined] = []
     for config, c in keys:
         cells = []
         for h in hosts:
@@ -219,6 +249,12 @@ def compare_hosts(dirs: Sequence[Path]) -> FleetComparison:
                 (h.name, run.model_copy(update={"key": f"{h.name}/{run.key}"}) if run else None)
             )
         lined.append((config, c, cells))
+    return lined
+
+
+def _host_family(lined: list[_Lined]) -> Family:
+    """The family of this comparison's tests: each host's decode and TTFT against the first
+    host that has the run."""
     raw: dict[tuple[str, str, str], float] = {}
     for _, _, cells in lined:
         present = [r for _, r in cells if r is not None]
@@ -229,50 +265,44 @@ def compare_hosts(dirs: Sequence[Path]) -> FleetComparison:
                 p = raw_p(fa, fb)
                 if p is not None:
                     raw[claim_key(metric, run, present[0])] = p
-    family = Family.of(raw)
-    rows: list[CompareRow] = []
-    missing: list[str] = []
-    for config, c, cells_in in lined:
-        out_cells: list[HostCell] = []
-        ref: RunView | None = None
-        for name, run in cells_in:
-            if run is None:
-                missing.append(f"{config} at concurrency {c}: no valid run on {name}")
-                out_cells.append(HostCell(host=name, run=None))
-                continue
-            rs = next(h.rs for h in hosts if h.name == name)
-            cell = HostCell(host=name, run=run, efficiency=_efficiency(rs, run, name))
-            if ref is None:
-                ref = run
-            else:
-                cell = cell.model_copy(
-                    update={
-                        "decode_vs_first": compare(run, ref, "decode", family=family),
-                        "ttft_vs_first": compare(run, ref, "ttft", family=family),
-                    }
-                )
-            out_cells.append(cell)
-        if ref is None:
+    return Family.of(raw)
+
+
+def _compare_row(
+    config: str,
+    c: int,
+    cells: list[tuple[str, RunView | None]],
+    hosts: Sequence[Host],
+    family: Family,
+    missing: list[str],
+) -> CompareRow | None:
+    """One configuration's row: each host's cell, compared with the first host that has a
+    valid run (None when no host has one); a host without one is added to ``missing``."""
+    out_cells: list[HostCell] = []
+    ref: RunView | None = None
+    for name, run in cells:
+        if run is None:
+            missing.append(f"{config} at concurrency {c}: no valid run on {name}")
+            out_cells.append(HostCell(host=name, run=None))
             continue
-        rows.append(
-            CompareRow(
-                config=config,
-                engine=ref.engine,
-                method=ref.method,
-                concurrency=c,
-                cells=tuple(out_cells),
+        rs = next(h.rs for h in hosts if h.name == name)
+        cell = HostCell(host=name, run=run, efficiency=_efficiency(rs, run, name))
+        if ref is None:
+            ref = run
+        else:
+            cell = cell.model_copy(
+                update={
+                    "decode_vs_first": compare(run, ref, "decode", family=family),
+                    "ttft_vs_first": compare(run, ref, "ttft", family=family),
+                }
             )
-        )
-    for h in hosts:  # every payload a host's folder holds and could not be read is named
-        missing += [
-            f"{u.path} on {h.name}: could not be read ({u.reason})" for u in h.rs.unreadable
-        ]
-    return FleetComparison(
-        experiment=hosts[0].rs.experiment,
-        title=hosts[0].rs.title,
-        hosts=tuple(hosts),
-        rows=tuple(rows),
-        missing=tuple(missing),
-        family_size=family.size,
-        frontier=fleet_frontier([(h.name, h.rs.runs) for h in hosts]),
+        out_cells.append(cell)
+    if ref is None:
+        return None
+    return CompareRow(
+        config=config,
+        engine=ref.engine,
+        method=ref.method,
+        concurrency=c,
+        cells=tuple(out_cells),
     )

@@ -203,79 +203,17 @@ def build_context(rs: RunSet, reference: RunSet | None = None) -> ReportContext:
     baselines = [r for r in single_all if r.method == "NONE"]
     family: Family = claim_family(rs, single, baselines, {**depth_tests(rs), **category_tests(rs)})
     ranked_runs = ranking(single)
-    ranked = [
-        Ranked(
-            rank=i + 1,
-            run=r,
-            vs_next=compare(r, ranked_runs[i + 1], "decode", rs.published_deltas, family)
-            if i + 1 < len(ranked_runs)
-            else None,
-        )
-        for i, r in enumerate(ranked_runs)
-    ]
+    ranked = _ranked(ranked_runs, rs, family)
     by_engine = within(single, "engine", rs, family)
     by_method = within(single, "method", rs, family)
-    by_setup = within(single, "setup", rs, family)
     leaders = ttft_leaders(single, rs, family)
-    leader_engines = {lead.run.engine for lead in leaders if lead.run is not None}
-    ttft_engine = (
-        leader_engines.pop()
-        if leaders and all(lead.run for lead in leaders) and len(leader_engines) == 1
-        else None
-    )
     dominant_method = _dominant(by_engine, "method")
-    dominant_engine = _dominant(by_method, "engine")
     sw = sweeps(rs, family)
     sweep_by_config = {s.config: s for s in sw}
     best = ranked[0].run if ranked else None
     best_decided = bool(ranked) and (ranked[0].vs_next is None or ranked[0].vs_next.decided)
-    # The config with the lowest TTFT among those whose TTFT is ordered against all others.
-    ttft_best: RunView | None = None
-    for cand in single:
-        comps = [
-            compare(cand, o, "ttft", rs.published_deltas, family) for o in single if o is not cand
-        ]
-        if comps and all(c.better == "a" and c.decided for c in comps):
-            ttft_best = cand
+    ttft_best = _ttft_best(single, rs, family)
     best_sweep = sweep_by_config.get(best.config) if best else None
-    scales_best = bool(
-        best_sweep
-        and best_sweep.scales_through
-        and all(s is best_sweep or (s.peak or 0) < (best_sweep.scales_through or 0) for s in sw)
-    )
-    methods_valid = ordered_unique(r.method for r in single)
-    losers = [
-        (m, ordered_unique(r.engine for r in single if r.method == m))
-        for m in methods_valid
-        if dominant_method and m != dominant_method
-    ]
-    stab = [(r, stable(r)) for r in single]
-    max_sd = max((r.decode.stddev for r in single if r.decode.stddev is not None), default=None)
-    ranking_resolved = all(x.vs_next is None or x.vs_next.decided for x in ranked)
-    invalid = [r for r in rs.runs if not r.valid]
-    warned = [r for r in rs.runs if r.valid and any(x.severity == "warning" for x in r.reasons)]
-    superseded = [r for r in rs.runs if r.attempt is not None and r.valid]
-    acc_rows = [r for r in single if r.acceptance_rate is not None or r.acceptance_raw]
-    top_acc = max(
-        (r for r in single if r.acceptance_rate is not None),
-        key=lambda r: r.acceptance_rate or 0.0,
-        default=None,
-    )
-    speedups = []
-    for b in baselines:
-        for r in single:
-            if r.engine == b.engine:
-                c = compare(r, b, "decode", rs.published_deltas, family)
-                ratio = (
-                    r.decode.mean / b.decode.mean
-                    if r.decode.mean is not None and b.decode.mean
-                    else None
-                )
-                speedups.append(
-                    Speedup(engine=r.engine, baseline=b, run=r, ratio=ratio, comparison=c)
-                )
-    sweep_configs = {s.config for s in sw}
-    no_sweep = [r for r in single if r.config not in sweep_configs]
     return ReportContext(
         rs=rs,
         simulated=rs.simulated,
@@ -286,35 +224,35 @@ def build_context(rs: RunSet, reference: RunSet | None = None) -> ReportContext:
         ranked=ranked,
         by_engine=by_engine,
         by_method=by_method,
-        by_setup=by_setup,
+        by_setup=within(single, "setup", rs, family),
         dominant_leads=[
             p for p in by_engine if p.decode.winner and p.decode.winner.method == dominant_method
         ],
         leaders=leaders,
-        ttft_engine=ttft_engine,
+        ttft_engine=_ttft_engine(leaders),
         dominant_method=dominant_method,
-        dominant_engine=dominant_engine,
+        dominant_engine=_dominant(by_method, "engine"),
         methods=ordered_unique(r.method for r in ranked_runs),
         engines=ordered_unique(r.engine for r in single),
         best=best if best_decided else None,
         ttft_best=ttft_best,
-        best_sweep=best_sweep if scales_best else None,
+        best_sweep=best_sweep if _scales_best(best_sweep, sw) else None,
         ttft_sweep=sweep_by_config.get(ttft_best.config) if ttft_best else None,
-        losers=losers,
-        stability=stab,
-        max_sd=max_sd,
-        ranking_resolved=ranking_resolved,
-        invalid=invalid,
+        losers=_losers(single, dominant_method),
+        stability=[(r, stable(r)) for r in single],
+        max_sd=max((r.decode.stddev for r in single if r.decode.stddev is not None), default=None),
+        ranking_resolved=all(x.vs_next is None or x.vs_next.decided for x in ranked),
+        invalid=[r for r in rs.runs if not r.valid],
         unreadable=list(rs.unreadable),
         unreadable_baselines=[u for u in rs.unreadable if u.method in (None, "NONE")],
-        warned=warned,
+        warned=[r for r in rs.runs if r.valid and any(x.severity == "warning" for x in r.reasons)],
         after_fix=after_fix(rs),
-        superseded=superseded,
-        acceptance_rows=acc_rows,
-        top_acceptance=top_acc,
+        superseded=[r for r in rs.runs if r.attempt is not None and r.valid],
+        acceptance_rows=[r for r in single if r.acceptance_rate is not None or r.acceptance_raw],
+        top_acceptance=_top_acceptance(single),
         sweeps=sw,
-        no_sweep=no_sweep,
-        speedups=speedups,
+        no_sweep=[r for r in single if r.config not in sweep_by_config],
+        speedups=_speedups(baselines, single, rs, family),
         categories=category_section(rs, family),
         reference=reference,
         side_by_side=side_by_side(rs, reference) if reference is not None else [],
@@ -330,6 +268,87 @@ def build_context(rs: RunSet, reference: RunSet | None = None) -> ReportContext:
         siblings=lambda config: siblings(rs, config),
         spec=speculation_sections(rs, ranked_runs),
     )
+
+
+def _ranked(ranked_runs: list[RunView], rs: RunSet, family: Family) -> list[Ranked]:
+    """The decode ranking, each run compared with the next one down."""
+    return [
+        Ranked(
+            rank=i + 1,
+            run=r,
+            vs_next=compare(r, ranked_runs[i + 1], "decode", rs.published_deltas, family)
+            if i + 1 < len(ranked_runs)
+            else None,
+        )
+        for i, r in enumerate(ranked_runs)
+    ]
+
+
+def _ttft_engine(leaders: list[TtftLeader]) -> str | None:
+    """The engine that leads TTFT everywhere, when every leader is known and one engine leads."""
+    leader_engines = {lead.run.engine for lead in leaders if lead.run is not None}
+    if leaders and all(lead.run for lead in leaders) and len(leader_engines) == 1:
+        return leader_engines.pop()
+    return None
+
+
+def _ttft_best(single: list[RunView], rs: RunSet, family: Family) -> RunView | None:
+    """The config with the lowest TTFT among those whose TTFT is ordered against all others."""
+    ttft_best: RunView | None = None
+    for cand in single:
+        comps = [
+            compare(cand, o, "ttft", rs.published_deltas, family) for o in single if o is not cand
+        ]
+        if comps and all(c.better == "a" and c.decided for c in comps):
+            ttft_best = cand
+    return ttft_best
+
+
+def _scales_best(best_sweep: ConcurrencySweep | None, sw: list[ConcurrencySweep]) -> bool:
+    """Whether the best run's configuration scales further than every other sweep peaks."""
+    return bool(
+        best_sweep
+        and best_sweep.scales_through
+        and all(s is best_sweep or (s.peak or 0) < (best_sweep.scales_through or 0) for s in sw)
+    )
+
+
+def _losers(single: list[RunView], dominant_method: str | None) -> list[tuple[str, list[str]]]:
+    """Each method the dominant one beats, with the engines it ran on."""
+    return [
+        (m, ordered_unique(r.engine for r in single if r.method == m))
+        for m in ordered_unique(r.method for r in single)
+        if dominant_method and m != dominant_method
+    ]
+
+
+def _top_acceptance(single: list[RunView]) -> RunView | None:
+    """The run with the highest measured acceptance rate."""
+    return max(
+        (r for r in single if r.acceptance_rate is not None),
+        key=lambda r: r.acceptance_rate or 0.0,
+        default=None,
+    )
+
+
+def _speedups(
+    baselines: list[RunView], single: list[RunView], rs: RunSet, family: Family
+) -> list[Speedup]:
+    """Each run against the baseline of its engine: the decode comparison and the ratio."""
+    speedups = []
+    for b in baselines:
+        for r in single:
+            if r.engine == b.engine:
+                c = compare(r, b, "decode", rs.published_deltas, family)
+                ratio = (
+                    r.decode.mean / b.decode.mean
+                    if r.decode.mean is not None and b.decode.mean
+                    else None
+                )
+                speedups.append(
+                    Speedup(engine=r.engine, baseline=b, run=r, ratio=ratio, comparison=c)
+                )
+    return speedups
 
 
 def _valid_current(rs: RunSet, config: str, concurrency: int) -> RunView | None:

@@ -1,5 +1,6 @@
 """Every metric name, log pattern and endpoint that bench/measure/_acceptance.py,
-bench/engines/* and bench/emulator/formats.py rely on exists in the pinned upstream source."""
+bench/engines/* and bench/emulator/formats.py (its _wire.py and _logs.py) rely on exists in the
+pinned upstream source."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from bench.engines import get_engine
 REPO = Path(__file__).resolve().parents[2]
 OUR_MODULES = [
     REPO / "bench" / "measure" / "_acceptance.py",
-    REPO / "bench" / "emulator" / "formats.py",
+    REPO / "bench" / "emulator" / "_wire.py",  # the /metrics names behind formats.py
     *sorted((REPO / "bench" / "engines").glob("*.py")),
 ]
 METRIC_RE = re.compile(r"^(vllm|sglang):[a-z0-9_]+$")
