@@ -159,9 +159,10 @@ jitwait() { # before the GPTQ servers: the background build done, or wait for it
   ls -la ~/jit 2>/dev/null | head -20 || true
 }
 
-determinism() {
+determinism() { # the most telling first: the baseline, STANDALONE, its control, the repeat
+  local c
   sgl_env patched
-  matrix $DET
+  for c in baseline standalone self-draft baseline-again; do matrix $DET --only $c; done
 }
 
 fourway_vllm() { # MTP first: vLLM loading the seed's checkpoint shape is the new fact
