@@ -37,7 +37,7 @@ from bench.measure import (
     read_prompt_set,
     split_base_url,
 )
-from bench.schema import Hardware, check_payload_file, payload_json_schema, write_payload
+from bench.schema import Hardware, Payload, check_payload_file, payload_json_schema, write_payload
 
 
 class EngineChoice(StrEnum):
@@ -162,16 +162,7 @@ def run(
     ] = True,
 ) -> None:
     """Measure one running engine endpoint and write a payload (exit 1 if the run is invalid)."""
-    # Checked before measuring: a long run must not be lost to a bad path at the end, and the
-    # payload never replaces a file the run reads
-    inputs = [p for p in (hardware, prompt_set, tokenizer) if p is not None]
-    check_output_file(out, "--out", inputs=inputs)
-    hw = read_json_model(hardware, Hardware, source=f"--hardware {hardware}")
-    ensure_writable_file(out, "--out")
-    if tokenizer is not None:
-        tok_file = tokenizer / "tokenizer.json" if tokenizer.is_dir() else tokenizer
-        if not tok_file.is_file():
-            raise InputError("--tokenizer", f"{tok_file} does not exist (expected tokenizer.json)")
+    hw = _read_inputs(out, hardware, prompt_set, tokenizer)
     try:
         spec = RunSpec(
             engine=engine.value,
@@ -214,18 +205,40 @@ def run(
         )
     except ValidationError as err:
         raise describe_validation_error("specbench run", err, OPTION_OF) from None
-
     try:
         split_base_url(base_url)
     except ValueError as err:
         raise InputError("--base-url", str(err)) from None
+    payload = _measure_with_telemetry(spec, warmup + iterations, telemetry=telemetry)
+    write_payload(out, payload)
+    _print_result(out, payload, concurrency)
+
+
+def _read_inputs(
+    out: Path, hardware: Path, prompt_set: Path | None, tokenizer: Path | None
+) -> Hardware:
+    """The hardware record, with every path checked before measuring: a long run must not be
+    lost to a bad path at the end, and the payload never replaces a file the run reads."""
+    inputs = [p for p in (hardware, prompt_set, tokenizer) if p is not None]
+    check_output_file(out, "--out", inputs=inputs)
+    hw = read_json_model(hardware, Hardware, source=f"--hardware {hardware}")
+    ensure_writable_file(out, "--out")
+    if tokenizer is not None:
+        tok_file = tokenizer / "tokenizer.json" if tokenizer.is_dir() else tokenizer
+        if not tok_file.is_file():
+            raise InputError("--tokenizer", f"{tok_file} does not exist (expected tokenizer.json)")
+    return hw
+
+
+def _measure_with_telemetry(spec: RunSpec, iterations: int, *, telemetry: bool) -> Payload:
+    """Measure ``spec`` with the NVML sampler running where it is usable, stopped however the
+    measurement ends."""
     # No auto-refresh: a render thread would compete for the GIL while streams are timed; the
     # bar is redrawn only between iterations.
-
     started = open_sampler() if telemetry else SamplerStart(None, "--no-telemetry given")
     try:
-        with ProgressBar(warmup + iterations, transient=True, log_iterations=True) as progress:
-            payload = measure(
+        with ProgressBar(iterations, transient=True, log_iterations=True) as progress:
+            return measure(
                 spec,
                 progress,
                 telemetry=started.sampler,
@@ -234,7 +247,10 @@ def run(
     finally:
         if started.sampler is not None:
             started.sampler.stop()
-    write_payload(out, payload)
+
+
+def _print_result(out: Path, payload: Payload, concurrency: int) -> None:
+    """The payload's headline figures, its warnings, and (exit 1) why it is invalid."""
     label = " [SIMULATED]" if payload.simulated else ""
     label += " [TOY MODEL]" if payload.evidence.run.toy_model else ""
     verdict = payload.evidence.validity

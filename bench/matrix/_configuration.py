@@ -36,6 +36,7 @@ from bench.engines import (
     resolved_settings,
     speculation_mode,
 )
+from bench.machine import SamplerStart
 from bench.matrix._artifacts import Artifacts
 from bench.matrix._launch import (
     Launcher,
@@ -48,7 +49,7 @@ from bench.matrix._launch import (
 from bench.matrix._models_present import model_folder
 from bench.matrix._options import MatrixOptions, Outcome, TelemetryFactory
 from bench.matrix._served import ServedCache, engine_install
-from bench.matrix._synthetic import control
+from bench.matrix._synthetic import Control, control
 from bench.measure import (
     MAX_PROBES,
     AccuracyTask,
@@ -68,11 +69,13 @@ from bench.measure import (
 from bench.schema import (
     AdmissionCap,
     Configuration,
+    CpuKernel,
     Experiment,
     Hardware,
     LaunchRecord,
     Payload,
     ServedModels,
+    SpeculationMode,
     TensorParallelEvidence,
 )
 
@@ -317,6 +320,331 @@ def with_env(spec: ContainerSpec, env: dict[str, str]) -> ContainerSpec:
     return dataclasses.replace(spec, env=(*spec.env, *sorted(env.items())))
 
 
+def run_configuration(ctx: RunContext, cfg: Configuration, outcome: Outcome) -> int:
+    """Start, check, sweep, stop one configuration. Returns the iterations done.
+
+    One telemetry sampler runs from readiness to the end of the sweep; each payload gets it cut
+    to its own measured iteration windows."""
+    run = _start(ctx, cfg)
+    stopping = False
+    try:
+        _wait_ready(ctx, run)
+        loaded = _read_load_log(ctx, run)
+        return _sweep_and_probe(ctx, run, loaded, outcome)
+    except BaseException:
+        stopping = True
+        raise
+    finally:
+        _stop_and_keep_log(ctx, run, stopping=stopping)
+
+
+@dataclass(frozen=True)
+class _Started:
+    """A configuration's server and what it was started from, for every later step."""
+
+    #: the configuration as started (a control's with its knob's flags set)
+    cfg: Configuration
+    made: Control
+    engine: Engine
+    spec: ContainerSpec
+    argv: list[str]
+    server: Server
+    prestarted: bool
+    log_path: Path
+    #: the log of an earlier attempt (a resumed configuration), kept ahead of this one's
+    earlier: str
+
+
+@dataclass(frozen=True)
+class _Loaded:
+    """What the server's load log says ran: the evidence every payload of it carries."""
+
+    version: str
+    launch: LaunchRecord
+    served: ServedModels | None
+    mode: SpeculationMode
+    cpu_kernel: CpuKernel | None
+    tensor_parallel: TensorParallelEvidence
+
+
+def _start(ctx: RunContext, cfg: Configuration) -> _Started:
+    """Start ``cfg``'s server, or take the one prestarted for it (which ran its own spec)."""
+    exp = ctx.exp
+    engine = get_engine(cfg.engine)
+    made = control(ctx.arts, exp, cfg)  # a SYNTHETIC ACCEPTANCE control: its engine's knob set
+    cfg = made.cfg
+    spec = with_env(_container_spec(exp, cfg, ctx.opts, ctx.run_id), made.env)
+    log_path = ctx.arts.log(cfg.name)
+    # A resumed configuration: the earlier attempt's log (the evidence of why it stopped) is
+    # kept, and this server's log follows it (a process launcher writes log_path live).
+    earlier = read_log(log_path) if exists(log_path) else ""
+    argv = engine.server_argv(cfg, exp)
+    prestarted = ctx.prestarted.pop(cfg.name, None)
+    spec = ctx.prestarted_specs.pop(cfg.name, spec)  # a prestarted server ran its own spec
+    waiting = "waiting for its server" if prestarted else "starting server"
+    ctx.progress.say(f"{cfg.name}: {waiting}")
+    server: Server = prestarted or ctx.launcher.start(spec, log_path)
+    return _Started(
+        cfg, made, engine, spec, argv, server, prestarted is not None, log_path, earlier
+    )
+
+
+def _wait_ready(ctx: RunContext, run: _Started) -> None:
+    """Wait for the server's health and ready endpoints; a server that never got ready is
+    refused with what its log shows (skipped draft tensors, a capture that never ended), so it
+    is not read as a timing accident."""
+    cfg, engine, server = run.cfg, run.engine, run.server
+    try:
+        secs = wait_ready(
+            server,
+            paths=(engine.health_path, engine.ready_path),
+            timeout_s=ctx.opts.ready_timeout_s or ctx.exp.server.ready_timeout_s,
+            what=cfg.name,
+        )
+    except RunError as err:
+        why = why_not_ready(
+            server.log_text(),
+            engine.load_patterns,
+            engine.graph_patterns,
+            speculative=cfg.speculative,
+            warmup=engine.warmup_patterns,
+        )
+        if not why:
+            raise
+        found = "".join(f"\n  - {w}" for w in why)
+        raise RunError(f"{err}\nthe server log also shows:{found}") from err
+    ready = "(started with the others)" if run.prestarted else f"after {secs:.1f} s"
+    ctx.progress.log(f"{cfg.name}: ready {ready}")
+
+
+def _read_load_log(ctx: RunContext, run: _Started) -> _Loaded:
+    """Read the load log once the server is ready: the engine version, the launch record and
+    served models, the speculation mode, the CPU kernel and the tensor-parallel size it logged."""
+    cfg, engine = run.cfg, run.engine
+    load_log = run.server.log_text()
+    version = engine.version_from_log(load_log) or ctx.exp.image_for(cfg).version
+    launch, served = _what_ran(ctx, cfg, run.spec, load_log)
+    launch = launch.model_copy(update={"env": dict(run.spec.env) or None})
+    mode = speculation_mode(cfg, load_log, run.made.env)
+    cpu_kernel = cpu_kernel_from_log(load_log)
+    logged_tp = engine.tensor_parallel_from_log(load_log)
+    tensor_parallel = TensorParallelEvidence(
+        size=logged_tp[0] if logged_tp else None,
+        configured=ctx.exp.tensor_parallel,
+        line=logged_tp[1] if logged_tp else None,
+    )
+    if cpu_kernel is not None:
+        ctx.progress.log(f"{cfg.name}: CPU kernel build {cpu_kernel.library} ({cpu_kernel.isa})")
+    return _Loaded(version, launch, served, mode, cpu_kernel, tensor_parallel)
+
+
+def _tokenizer_folder(ctx: RunContext, cfg: Configuration) -> Path | None:
+    """The target's tokenizer under the model cache, where it is there (the emulator: none)."""
+    if ctx.opts.emulated:
+        return None
+    tok_dir = Path(ctx.opts.model_cache) / ctx.exp.target_for(cfg).dirname
+    return tok_dir if (tok_dir / "tokenizer.json").exists() else None
+
+
+def _sweep_and_probe(ctx: RunContext, run: _Started, loaded: _Loaded, outcome: Outcome) -> int:
+    """The sweep and the probes after it under one telemetry sampler, stopped however they
+    end. Returns the iterations done."""
+    draft = ctx.exp.draft_for(run.cfg)
+    tokenizer = _tokenizer_folder(ctx, run.cfg)
+    started = ctx.telemetry()
+    try:
+        if started.sampler is None and not ctx.opts.emulated:
+            ctx.progress.log(f"{run.cfg.name}: {started.reason}")
+        how = _HowMeasured(
+            draft.hf_id if draft else None, tokenizer, started, _stats_wait(ctx, run)
+        )
+        done, to_probe = _sweep_levels(ctx, run, loaded, how, outcome)
+        # Every level measured: now the logprob probes and the accuracy task, which no
+        # measurement can suffer from.
+        _after_levels(ctx, run.cfg, to_probe)
+        return done
+    finally:
+        if started.sampler is not None:
+            started.sampler.stop()
+
+
+@dataclass(frozen=True)
+class _HowMeasured:
+    """What every level of one configuration is measured with, besides its concurrency."""
+
+    draft_hf_id: str | None
+    tokenizer: Path | None
+    telemetry: SamplerStart
+    #: how long a level waits for the engine's periodic stats lines (None: not at all)
+    stats_wait: float | None
+
+
+def _stats_wait(ctx: RunContext, run: _Started) -> float | None:
+    """A real GPU engine's periodic stats lines (graph use, acceptance length) come after a
+    short window: wait one interval. Not on a CPU image (the engine tier): no graphs to see,
+    and up to 12 s a level of CI time for an acceptance-length cross-check."""
+    on_gpu = ctx.exp.image_for(run.cfg).device == "cuda"
+    return run.engine.stats_interval_s if on_gpu and not ctx.opts.emulated else None
+
+
+def _sweep_levels(
+    ctx: RunContext, run: _Started, loaded: _Loaded, how: _HowMeasured, outcome: Outcome
+) -> tuple[int, list[tuple[int, RunSpec, Measured]]]:
+    """Measure, judge and write every concurrency level in turn (a level an interrupted run
+    finished is kept, never measured again). Returns the iterations done and the levels to
+    probe once the sweep is over."""
+    exp, opts, arts, progress, cfg = ctx.exp, ctx.opts, ctx.arts, ctx.progress, run.cfg
+    expected = cfg.expect_invalid is not None
+    prompt_set = ctx.prompt_set
+    # each category of a prompt set is measured as its own windows
+    per_level = (ctx.warmup + ctx.iterations) * (len(prompt_set.categories()) if prompt_set else 1)
+    done = 0
+    to_probe: list[tuple[int, RunSpec, Measured]] = []
+    for k in exp.levels_for(cfg):
+        if opts.resume and arts.finished(cfg.name, [k], accept_invalid=expected):
+            # An interrupted configuration resumes at the level in flight: finished
+            # levels are never measured (or rewritten) again.
+            outcome.payloads.append(arts.payload(cfg.name, k))
+            done += per_level
+            progress.advance(per_level)
+            progress.log(f"{cfg.name} c={k}: finished earlier, skipped (--resume)")
+            continue
+        progress.say(f"{cfg.name} c={k}")
+        run_spec = _level_spec(ctx, run, loaded, how, k)
+        measured, window = _measure_one_level(ctx, run, run_spec, how, k)
+        done += per_level
+        payload = _judged(run, loaded, measured.payload, window)
+        outcome.payloads.append(arts.write_payload(cfg.name, k, payload))
+        to_probe.append((k, run_spec, measured._replace(payload=payload)))
+        _record_verdict(ctx, cfg.name, k, payload, outcome)
+        if _exited(run.server, EXIT_GRACE_S if _nothing_answered(payload) else 0.0):
+            raise RunError(_exited_line(cfg.name, run.server, k))
+    return done, to_probe
+
+
+def _level_spec(
+    ctx: RunContext, run: _Started, loaded: _Loaded, how: _HowMeasured, k: int
+) -> RunSpec:
+    """The measurement of level ``k``: the workload and what ran, as its payload records them."""
+    exp, cfg = ctx.exp, run.cfg
+    return RunSpec(
+        engine=cfg.engine,
+        base_url=run.server.base_url,
+        hf_id=exp.target_for(cfg).hf_id,
+        served_model=exp.served_model,
+        quantization=exp.quantization,
+        hardware=ctx.hardware,
+        spec_method=cfg.method,
+        spec_num_tokens=cfg.spec_num_tokens,
+        spec_draft_model=how.draft_hf_id,
+        prompt_tokens=exp.workload.prompt_tokens,
+        max_tokens=exp.workload.max_tokens,
+        concurrency=k,
+        warmup=ctx.warmup,
+        iterations=ctx.iterations,
+        tokenizer=how.tokenizer,
+        request_timeout_s=exp.workload.request_timeout_s,
+        stall_timeout_s=exp.workload.stall_timeout_s,
+        simulated=ctx.opts.emulated,
+        run_id=ctx.run_id,
+        config_name=cfg.name,
+        command=run.argv,
+        engine_version=loaded.version,
+        # as the engine logged it; the experiment's value where the log said nothing
+        tensor_parallel=loaded.tensor_parallel.size or exp.tensor_parallel,
+        prefix_caching=exp.prefix_caching.get(cfg.engine),
+        gpu_mem_util=exp.gpu_mem_util.get(cfg.engine),
+        command_snippet=shlex.join(run.argv),
+        model_revision=exp.target_for(cfg).revision,
+        prompt_seed=ctx.prompt_seed,
+        logprob_probes=MAX_PROBES
+        if exp.workload.logprob_probes is None
+        else exp.workload.logprob_probes,
+        toy_model=exp.toy_model,
+        prompt_set=ctx.prompt_set,
+        enable_thinking=exp.workload.enable_thinking,
+    )
+
+
+def _measure_one_level(
+    ctx: RunContext, run: _Started, run_spec: RunSpec, how: _HowMeasured, k: int
+) -> tuple[Measured, str]:
+    """Measure one level, and the server log lines it covers. A failure of a server that has
+    exited says so; an interrupted measurement is never written."""
+    server = run.server
+    mark = len(server.log_text())  # the lines logged from here on are this level's
+    try:
+        measured = measure_level(
+            run_spec,
+            ctx.progress,
+            telemetry=how.telemetry.sampler,
+            no_telemetry_reason=how.telemetry.reason,
+        )
+    except SpecbenchError as err:
+        if _exited(server, EXIT_GRACE_S):  # what the server's answers meant
+            raise RunError(f"{_exited_line(run.cfg.name, server, k)}: {err}") from None
+        raise
+    if interrupted.is_set():  # never write a payload whose measurement was cut short
+        raise KeyboardInterrupt
+    patterns = run.engine.periodic_patterns(run.cfg)
+    return measured, level_window(server, mark, patterns, how.stats_wait)
+
+
+def _judged(run: _Started, loaded: _Loaded, payload: Payload, window: str) -> Payload:
+    """The level's payload judged against the server's log (load findings, graph use, restarts,
+    the acceptance lengths it logged) and carrying what ran."""
+    cfg, engine, server = run.cfg, run.engine, run.server
+    log = server.log_text()
+    findings = scan_log(log, engine.load_patterns, cfg.speculative)
+    graphs = None
+    if engine.graph_patterns is not None:
+        graphs = graph_check(
+            log,
+            window,
+            engine.graph_patterns,
+            speculative=cfg.speculative,
+            required=cfg.require_cuda_graphs,
+            args=cfg.args,
+        )
+    payload = judge(
+        payload,
+        speculative=cfg.speculative,
+        findings=findings,
+        restarts=server.restarts(),
+        graphs=graphs,
+        load_checks=tuple(
+            dict.fromkeys(p.code for p in engine.load_patterns if p.severity == "invalid")
+        ),
+        window_accept_lengths=accept_lengths(window, engine.accept_length_pattern)
+        if cfg.speculative
+        else [],
+        cpu_kernel=loaded.cpu_kernel,
+        tensor_parallel=loaded.tensor_parallel,
+        resolved=resolved_settings(log, engine.resolved_patterns),
+    )
+    evidence = payload.evidence.model_copy(
+        update={
+            "launch": loaded.launch,
+            "served": loaded.served,
+            "speculation": loaded.mode,
+            "synthetic": run.made.record,
+        }
+    )
+    return payload.model_copy(update={"evidence": evidence})
+
+
+def _record_verdict(ctx: RunContext, name: str, k: int, payload: Payload, outcome: Outcome) -> None:
+    """Fold a written level's verdict into the configuration's outcome, and say it."""
+    valid = payload.evidence.validity.valid
+    outcome.valid = valid if outcome.valid is None else (outcome.valid and valid)
+    for r in payload.evidence.validity.reasons:
+        line = f"c={k} {r.code}: {r.message}"
+        if r.severity == "invalid" and line not in outcome.reasons:
+            outcome.reasons.append(line)
+    verdict = "valid" if valid else "INVALID"
+    ctx.progress.log(f"{name} c={k}: {payload.tokSOut:.2f} tok/s, {verdict}")
+
+
 def _after_levels(
     ctx: RunContext, cfg: Configuration, to_probe: list[tuple[int, RunSpec, Measured]]
 ) -> None:
@@ -344,224 +672,23 @@ def _after_levels(
     arts.write_payload(cfg.name, k, payload.model_copy(update={"evidence": evidence}))
 
 
-def run_configuration(ctx: RunContext, cfg: Configuration, outcome: Outcome) -> int:
-    """Start, check, sweep, stop one configuration. Returns the iterations done.
-
-    One telemetry sampler runs from readiness to the end of the sweep; each payload gets it cut
-    to its own measured iteration windows."""
-    exp, opts, arts, progress = ctx.exp, ctx.opts, ctx.arts, ctx.progress
-    hw, run_id, warmup, iterations = ctx.hardware, ctx.run_id, ctx.warmup, ctx.iterations
-
-    engine = get_engine(cfg.engine)
-    image = exp.image_for(cfg)
-    made = control(arts, exp, cfg)  # a SYNTHETIC ACCEPTANCE control: its engine's knob set
-    cfg = made.cfg
-    spec = with_env(_container_spec(exp, cfg, opts, run_id), made.env)
-    log_path = arts.log(cfg.name)
-    # A resumed configuration: the earlier attempt's log (the evidence of why it stopped) is
-    # kept, and this server's log follows it (a process launcher writes log_path live).
-    earlier = read_log(log_path) if exists(log_path) else ""
-    argv = engine.server_argv(cfg, exp)
-    prestarted = ctx.prestarted.pop(cfg.name, None)
-    spec = ctx.prestarted_specs.pop(cfg.name, spec)  # a prestarted server ran its own spec
-    progress.say(f"{cfg.name}: {'waiting for its server' if prestarted else 'starting server'}")
-    server: Server = prestarted or ctx.launcher.start(spec, log_path)
-    done = 0
-    sampler = None
-    to_probe: list[tuple[int, RunSpec, Measured]] = []
-    stopping = False
+def _stop_and_keep_log(ctx: RunContext, run: _Started, *, stopping: bool) -> None:
+    """Stop the server and write its log, scrubbed, after the earlier attempt's. On a full disk
+    the error that stopped the configuration (``stopping``) is the one reported."""
+    name, server, log_path = run.cfg.name, run.server, run.log_path
+    ctx.progress.say(f"{name}: stopping server")
+    server.stop()
+    text = scrub(server.log_text())
+    if ctx.opts.emulated:
+        text = f"# {SIMULATED_BANNER}\n{text}"
+    if run.earlier.strip():
+        text = f"{run.earlier.rstrip()}\n# --- resumed at {utc_now()} (--resume) ---\n{text}"
     try:
-        try:
-            secs = wait_ready(
-                server,
-                paths=(engine.health_path, engine.ready_path),
-                timeout_s=opts.ready_timeout_s or exp.server.ready_timeout_s,
-                what=cfg.name,
-            )
-        except RunError as err:
-            # Name what the log shows (skipped draft tensors, a capture that never ended) so a
-            # server that never got ready is not read as a timing accident.
-            why = why_not_ready(
-                server.log_text(),
-                engine.load_patterns,
-                engine.graph_patterns,
-                speculative=cfg.speculative,
-                warmup=engine.warmup_patterns,
-            )
-            if not why:
-                raise
-            found = "".join(f"\n  - {w}" for w in why)
-            raise RunError(f"{err}\nthe server log also shows:{found}") from err
-        ready = "(started with the others)" if prestarted else f"after {secs:.1f} s"
-        progress.log(f"{cfg.name}: ready {ready}")
-        load_log = server.log_text()
-        version = engine.version_from_log(load_log) or image.version
-        launch, served = _what_ran(ctx, cfg, spec, load_log)
-        launch = launch.model_copy(update={"env": dict(spec.env) or None})
-        mode = speculation_mode(cfg, load_log, made.env)
-        cpu_kernel = cpu_kernel_from_log(load_log)
-        logged_tp = engine.tensor_parallel_from_log(load_log)
-        tensor_parallel = TensorParallelEvidence(
-            size=logged_tp[0] if logged_tp else None,
-            configured=exp.tensor_parallel,
-            line=logged_tp[1] if logged_tp else None,
-        )
-        if cpu_kernel is not None:
-            progress.log(f"{cfg.name}: CPU kernel build {cpu_kernel.library} ({cpu_kernel.isa})")
-        draft = exp.draft_for(cfg)
-        tokenizer = None
-        if not opts.emulated:
-            tok_dir = Path(opts.model_cache) / exp.target_for(cfg).dirname
-            tokenizer = tok_dir if (tok_dir / "tokenizer.json").exists() else None
-        started = ctx.telemetry()
-        sampler = started.sampler
-        if sampler is None and not opts.emulated:
-            progress.log(f"{cfg.name}: {started.reason}")
-        expected = cfg.expect_invalid is not None
-        # A real GPU engine's periodic stats lines (graph use, acceptance length) come after a
-        # short window: wait one interval. Not on a CPU image (the engine tier): no graphs to
-        # see, and up to 12 s a level of CI time for an acceptance-length cross-check.
-        on_gpu = image.device == "cuda"
-        stats_wait = engine.stats_interval_s if on_gpu and not opts.emulated else None
-        prompt_set = ctx.prompt_set
-        # each category of a prompt set is measured as its own windows
-        per_level = (warmup + iterations) * (len(prompt_set.categories()) if prompt_set else 1)
-        for k in exp.levels_for(cfg):
-            if opts.resume and arts.finished(cfg.name, [k], accept_invalid=expected):
-                # An interrupted configuration resumes at the level in flight: finished
-                # levels are never measured (or rewritten) again.
-                outcome.payloads.append(arts.payload(cfg.name, k))
-                done += per_level
-                progress.advance(per_level)
-                progress.log(f"{cfg.name} c={k}: finished earlier, skipped (--resume)")
-                continue
-            progress.say(f"{cfg.name} c={k}")
-            run_spec = RunSpec(
-                engine=cfg.engine,
-                base_url=server.base_url,
-                hf_id=exp.target_for(cfg).hf_id,
-                served_model=exp.served_model,
-                quantization=exp.quantization,
-                hardware=hw,
-                spec_method=cfg.method,
-                spec_num_tokens=cfg.spec_num_tokens,
-                spec_draft_model=draft.hf_id if draft else None,
-                prompt_tokens=exp.workload.prompt_tokens,
-                max_tokens=exp.workload.max_tokens,
-                concurrency=k,
-                warmup=warmup,
-                iterations=iterations,
-                tokenizer=tokenizer,
-                request_timeout_s=exp.workload.request_timeout_s,
-                stall_timeout_s=exp.workload.stall_timeout_s,
-                simulated=opts.emulated,
-                run_id=run_id,
-                config_name=cfg.name,
-                command=argv,
-                engine_version=version,
-                # as the engine logged it; the experiment's value where the log said nothing
-                tensor_parallel=tensor_parallel.size or exp.tensor_parallel,
-                prefix_caching=exp.prefix_caching.get(cfg.engine),
-                gpu_mem_util=exp.gpu_mem_util.get(cfg.engine),
-                command_snippet=shlex.join(argv),
-                model_revision=exp.target_for(cfg).revision,
-                prompt_seed=ctx.prompt_seed,
-                logprob_probes=MAX_PROBES
-                if exp.workload.logprob_probes is None
-                else exp.workload.logprob_probes,
-                toy_model=exp.toy_model,
-                prompt_set=prompt_set,
-                enable_thinking=exp.workload.enable_thinking,
-            )
-            mark = len(server.log_text())  # the lines logged from here on are this level's
-            try:
-                measured = measure_level(
-                    run_spec, progress, telemetry=sampler, no_telemetry_reason=started.reason
-                )
-            except SpecbenchError as err:
-                if _exited(server, EXIT_GRACE_S):  # what the server's answers meant
-                    raise RunError(f"{_exited_line(cfg.name, server, k)}: {err}") from None
-                raise
-            payload: Payload = measured.payload
-            if interrupted.is_set():  # never write a payload whose measurement was cut short
-                raise KeyboardInterrupt
-            done += per_level
-            window = level_window(server, mark, engine.periodic_patterns(cfg), stats_wait)
-            log = server.log_text()
-            findings = scan_log(log, engine.load_patterns, cfg.speculative)
-            graphs = None
-            if engine.graph_patterns is not None:
-                graphs = graph_check(
-                    log,
-                    window,
-                    engine.graph_patterns,
-                    speculative=cfg.speculative,
-                    required=cfg.require_cuda_graphs,
-                    args=cfg.args,
-                )
-            payload = judge(
-                payload,
-                speculative=cfg.speculative,
-                findings=findings,
-                restarts=server.restarts(),
-                graphs=graphs,
-                load_checks=tuple(
-                    dict.fromkeys(p.code for p in engine.load_patterns if p.severity == "invalid")
-                ),
-                window_accept_lengths=accept_lengths(window, engine.accept_length_pattern)
-                if cfg.speculative
-                else [],
-                cpu_kernel=cpu_kernel,
-                tensor_parallel=tensor_parallel,
-                resolved=resolved_settings(log, engine.resolved_patterns),
-            )
-            payload = payload.model_copy(
-                update={
-                    "evidence": payload.evidence.model_copy(
-                        update={
-                            "launch": launch,
-                            "served": served,
-                            "speculation": mode,
-                            "synthetic": made.record,
-                        }
-                    )
-                }
-            )
-            outcome.payloads.append(arts.write_payload(cfg.name, k, payload))
-            to_probe.append((k, run_spec, measured._replace(payload=payload)))
-            valid = payload.evidence.validity.valid
-            outcome.valid = valid if outcome.valid is None else (outcome.valid and valid)
-            for r in payload.evidence.validity.reasons:
-                line = f"c={k} {r.code}: {r.message}"
-                if r.severity == "invalid" and line not in outcome.reasons:
-                    outcome.reasons.append(line)
-            verdict = "valid" if valid else "INVALID"
-            progress.log(f"{cfg.name} c={k}: {payload.tokSOut:.2f} tok/s, {verdict}")
-            if _exited(server, EXIT_GRACE_S if _nothing_answered(payload) else 0.0):
-                raise RunError(_exited_line(cfg.name, server, k))
-        # Every level measured: now the logprob probes and the accuracy task, which no
-        # measurement can suffer from.
-        _after_levels(ctx, cfg, to_probe)
-    except BaseException:
-        stopping = True
-        raise
-    finally:
-        if sampler is not None:
-            sampler.stop()
-        progress.say(f"{cfg.name}: stopping server")
-        server.stop()
-        text = scrub(server.log_text())
-        if opts.emulated:
-            text = f"# {SIMULATED_BANNER}\n{text}"
-        if earlier.strip():
-            text = f"{earlier.rstrip()}\n# --- resumed at {utc_now()} (--resume) ---\n{text}"
-        try:
-            write_text(log_path, text, root=ctx.arts.root)
-        except WriteError:
-            # a full disk: the error that stopped the configuration (a payload it could not
-            # write) is the one to report; the log keeps what the launcher wrote live
-            if not stopping:
-                raise
-        if prestarted is not None:
-            remove_file(log_path.with_suffix(".starting"), root=ctx.arts.root)
-    return done
+        write_text(log_path, text, root=ctx.arts.root)
+    except WriteError:
+        # a full disk: the error that stopped the configuration (a payload it could not
+        # write) is the one to report; the log keeps what the launcher wrote live
+        if not stopping:
+            raise
+    if run.prestarted:
+        remove_file(log_path.with_suffix(".starting"), root=ctx.arts.root)

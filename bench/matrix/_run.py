@@ -71,6 +71,7 @@ from bench.matrix._resume import (
 from bench.measure import ProgressBar, experiment_prompt_set, read_accuracy_task
 from bench.schema import (
     PLAN_FILE,
+    Configuration,
     ConfigurationStatus,
     Experiment,
     Hardware,
@@ -214,37 +215,86 @@ def _run_matrix(
     none when emulated (the emulator's payloads must not carry the host GPU's numbers)."""
     selected = exp.select(opts.only or None)
     if not opts.emulated and not opts.allow_unpinned:
-        pins = exp.unresolved_pins()
-        if pins:
-            where = f" or its pins lock {pinned.lock_path}" if pinned is not None else ""
-            raise InputError(
-                "experiment",
-                "real runs need every image digest and model revision pinned; unresolved in "
-                f"the experiment{where}: "
-                + "; ".join(pins)
-                + " (the first `make provision` resolves them into the lock; or pass "
-                "--allow-unpinned to run by tag, a run that cannot be published)",
-            )
+        _refuse_unpinned(exp, pinned)
     # the prompt set is read and checked against its pin before anything is written (a dataset
     # prompt set: from where the models stage fetched it, under --model-cache)
     prompt_set = experiment_prompt_set(exp.workload.prompt_set, Path(opts.model_cache))
     # the accuracy task likewise (issue 48), read once for every configuration
     accuracy = read_accuracy_task(exp.workload.accuracy, Path(opts.model_cache))
     if launcher is None:
-        if not opts.emulated:
-            check_models_present(exp, selected, opts.model_cache, opts.local_engine)
-        launcher = (
-            ProcessLauncher(engine=opts.local_engine)
-            if opts.launcher == "process"
-            else DockerLauncher()
-        )
+        launcher = _default_launcher(exp, selected, opts)
     arts = Artifacts(opts.out)
     arts.check_before_writing()
-    earlier: dict[str, ConfigurationStatus] = {}
     ensure_dir(opts.out, "--out")
     hold.enter_context(hold_folder(opts.out))
     run_id = opts.run_id or new_run_id()
+    lock, opts, earlier = _begin_or_resume(exp, opts, arts, run_id, pinned, experiment_path)
+    hw = _write_host_records(exp, opts, arts, hardware, experiment_path)
+    warmup = opts.warmup if opts.warmup is not None else exp.workload.warmup
+    iterations = opts.iterations if opts.iterations is not None else exp.workload.iterations
+    # a prompt set's categories are each measured as their own windows
+    per_level = (warmup + iterations) * (len(prompt_set.categories()) if prompt_set else 1)
+    total = sum(len(exp.levels_for(c)) * per_level for c in selected)
+    ctx = RunContext(
+        exp,
+        opts,
+        arts,
+        launcher,
+        hw,
+        lock.run_id,
+        lock.prompt_seed,
+        warmup,
+        iterations,
+        ProgressBar(total, enabled=opts.show_progress, eta=True),
+        telemetry if telemetry is not None else _default_telemetry(opts.emulated),
+        prompt_set,
+        accuracy=accuracy,
+    )
+    outcomes = _run_selected(ctx, selected, per_level, earlier)
+    return MatrixResult(opts.out, lock.run_id, outcomes)
 
+
+def _refuse_unpinned(exp: Experiment, pinned: PinnedExperiment | None) -> None:
+    """A real run that could be published names every image digest and model revision."""
+    pins = exp.unresolved_pins()
+    if pins:
+        where = f" or its pins lock {pinned.lock_path}" if pinned is not None else ""
+        raise InputError(
+            "experiment",
+            "real runs need every image digest and model revision pinned; unresolved in "
+            f"the experiment{where}: "
+            + "; ".join(pins)
+            + " (the first `make provision` resolves them into the lock; or pass "
+            "--allow-unpinned to run by tag, a run that cannot be published)",
+        )
+
+
+def _default_launcher(
+    exp: Experiment, selected: list[Configuration], opts: MatrixOptions
+) -> Launcher:
+    """Docker, or local processes (``--launcher process``); a real run first checks that the
+    models of ``selected`` are downloaded, before anything is written."""
+    if not opts.emulated:
+        check_models_present(exp, selected, opts.model_cache, opts.local_engine)
+    return (
+        ProcessLauncher(engine=opts.local_engine)
+        if opts.launcher == "process"
+        else DockerLauncher()
+    )
+
+
+def _begin_or_resume(
+    exp: Experiment,
+    opts: MatrixOptions,
+    arts: Artifacts,
+    run_id: str,
+    pinned: PinnedExperiment | None,
+    experiment_path: Path | None,
+) -> tuple[RunLock, MatrixOptions, dict[str, ConfigurationStatus]]:
+    """The run's lock, and the options and earlier statuses it goes on with. A new run writes
+    its lock and plan; ``--resume`` takes the earlier lock, refusing another experiment, other
+    pins or another emulate mode, and goes on with the options the run began with."""
+    earlier: dict[str, ConfigurationStatus] = {}
     if arts.lock.exists():
         old = read_json_model(arts.lock, RunLock)
         if not opts.resume:
@@ -269,7 +319,18 @@ def _run_matrix(
         # plan's wall-time estimates, for the report's artifact appendix (issue 48)
         plan = plan_record(exp, experiment_path, opts.model_cache)
         arts.write_model(arts.root / PLAN_FILE, plan)
-    run_id = lock.run_id
+    return lock, opts, earlier
+
+
+def _write_host_records(
+    exp: Experiment,
+    opts: MatrixOptions,
+    arts: Artifacts,
+    hardware: Hardware | None,
+    experiment_path: Path | None,
+) -> Hardware:
+    """hardware.json, provenance.json, the suite record and weights.json, each written once (a
+    resumed run keeps what its first call wrote). Returns the hardware as written."""
     if not arts.hardware.exists():
         hw = hardware or _host_hardware()
         arts.write_model(arts.hardware, hw)
@@ -277,122 +338,110 @@ def _run_matrix(
     if not arts.provenance.exists():
         arts.write_model(arts.provenance, _run_provenance(exp, opts, hw, experiment_path))
     _copy_suite_record(exp, arts)
-
     if not opts.emulated and not arts.weights.exists():
         measured = checkpoint_bytes(exp, Path(opts.model_cache))
         if measured:
             arts.write_model(arts.weights, measured)
-    if telemetry is None:
-        telemetry = _default_telemetry(opts.emulated)
-    warmup = opts.warmup if opts.warmup is not None else exp.workload.warmup
-    iterations = opts.iterations if opts.iterations is not None else exp.workload.iterations
-    # a prompt set's categories are each measured as their own windows
-    per_level = (warmup + iterations) * (len(prompt_set.categories()) if prompt_set else 1)
-    total = sum(len(exp.levels_for(c)) * per_level for c in selected)
+    return hw
+
+
+def _run_selected(
+    ctx: RunContext,
+    selected: list[Configuration],
+    per_level: int,
+    earlier: dict[str, ConfigurationStatus],
+) -> list[Outcome]:
+    """Run each selected configuration in turn. However the run ends (an interrupt, a full
+    disk), the servers prestarted for it are stopped and status.json and SHA256SUMS say what
+    it did."""
+    opts = ctx.opts
     outcomes: list[Outcome] = []
-    ctx: RunContext | None = None
     stopped: BaseException | None = None
     try:
-        with (
-            sigterm_as_interrupt(),
-            ProgressBar(total, enabled=opts.show_progress, eta=True) as progress,
-        ):
-            ctx = RunContext(
-                exp,
-                opts,
-                arts,
-                launcher,
-                hw,
-                run_id,
-                lock.prompt_seed,
-                warmup,
-                iterations,
-                progress,
-                telemetry,
-                prompt_set,
-                accuracy=accuracy,
-            )
+        with sigterm_as_interrupt(), ctx.progress:
             if opts.prestart and opts.emulated and opts.launcher == "process":
-                prestart_servers(
-                    ctx,
-                    [
-                        c
-                        for c in selected
-                        if not (
-                            opts.resume
-                            and arts.finished(
-                                c.name,
-                                exp.levels_for(c),
-                                accept_invalid=c.expect_invalid is not None,
-                            )
-                        )
-                    ],
-                )
+                prestart_servers(ctx, [c for c in selected if not _finished_earlier(ctx, c)])
             for cfg in selected:
-                levels = exp.levels_for(cfg)
-                expected = cfg.expect_invalid is not None
-                if opts.resume and arts.finished(cfg.name, levels, accept_invalid=expected):
-                    outcomes.append(
-                        Outcome(
-                            cfg.name,
-                            "skipped",
-                            [arts.payload(cfg.name, k) for k in levels],
-                            expected_invalid=expected,
-                        )
-                    )
-                    progress.advance(len(levels) * per_level)
-                    progress.log(f"{cfg.name}: finished earlier, skipped (--resume)")
-                    continue
-                outcome = Outcome(cfg.name, "interrupted", expected_invalid=expected)
-                outcomes.append(outcome)
-                for why in arts.distrusted(cfg.name, levels) if opts.resume else []:
-                    outcome.reasons.append(why)  # edited by hand: never kept (issue 38)
-                    progress.log(f"{cfg.name}: {why}")
-                done_units = 0
-                try:
-                    done_units = run_configuration(ctx, cfg, outcome)
-                    outcome.status = "done"
-                except WriteError as err:
-                    # a full disk stops the run: the next configuration would fail the same way
-                    outcome.status = "failed"
-                    outcome.reasons.append(str(err))
-                    raise RunError(
-                        f"{err}. The run stopped at {cfg.name}; every artifact written before "
-                        f"is intact: free space, then run again with --resume --out {opts.out}"
-                    ) from None
-                except SpecbenchError as err:
-                    outcome.status = "failed"
-                    why = scrub(str(err))
-                    outcome.reasons.append(why)
-                    progress.log(f"{cfg.name}: FAILED: {why.splitlines()[0]}")
-                    # the line of the server's log that says why it died, quoted (issue 38)
-                    for cause in _known_causes(why, arts.log(cfg.name)):
-                        outcome.reasons.append(cause)
-                        progress.log(f"{cfg.name}: {cause}")
-                finally:
-                    left = len(levels) * per_level - done_units
-                    if outcome.status == "failed" and left > 0:
-                        progress.advance(left)
+                _run_one(ctx, cfg, per_level, outcomes)
     except BaseException as err:
         stopped = err
         raise
     finally:
-        if ctx is not None:
-            stop_prestarted(ctx)
-        try:
-            arts.write_model(
-                arts.status,
-                _status(
-                    run_id, outcomes, opts.emulated, earlier, [c.name for c in exp.configurations]
-                ),
-            )
-            arts.write_sums()
-        except WriteError:
-            # the disk is still full: the earlier status.json and SHA256SUMS stay whole, and the
-            # error that stopped the run is the one to report
-            if stopped is None:
-                raise
-    return MatrixResult(opts.out, run_id, outcomes)
+        stop_prestarted(ctx)
+        _write_status(ctx, outcomes, earlier, stopping=stopped is not None)
+    return outcomes
+
+
+def _finished_earlier(ctx: RunContext, cfg: Configuration) -> bool:
+    """``--resume`` and every level of ``cfg`` already has its payload: nothing to run."""
+    return ctx.opts.resume and ctx.arts.finished(
+        cfg.name, ctx.exp.levels_for(cfg), accept_invalid=cfg.expect_invalid is not None
+    )
+
+
+def _run_one(ctx: RunContext, cfg: Configuration, per_level: int, outcomes: list[Outcome]) -> None:
+    """Run one configuration, its outcome added to ``outcomes`` first (an interrupt leaves it
+    'interrupted'). A failure is recorded and the run goes on; a full disk stops the run, as
+    the next configuration would fail the same way."""
+    arts, progress = ctx.arts, ctx.progress
+    levels = ctx.exp.levels_for(cfg)
+    expected = cfg.expect_invalid is not None
+    if _finished_earlier(ctx, cfg):
+        payloads = [arts.payload(cfg.name, k) for k in levels]
+        outcomes.append(Outcome(cfg.name, "skipped", payloads, expected_invalid=expected))
+        progress.advance(len(levels) * per_level)
+        progress.log(f"{cfg.name}: finished earlier, skipped (--resume)")
+        return
+    outcome = Outcome(cfg.name, "interrupted", expected_invalid=expected)
+    outcomes.append(outcome)
+    for why in arts.distrusted(cfg.name, levels) if ctx.opts.resume else []:
+        outcome.reasons.append(why)  # edited by hand: never kept (issue 38)
+        progress.log(f"{cfg.name}: {why}")
+    done_units = 0
+    try:
+        done_units = run_configuration(ctx, cfg, outcome)
+        outcome.status = "done"
+    except WriteError as err:
+        outcome.status = "failed"
+        outcome.reasons.append(str(err))
+        raise RunError(
+            f"{err}. The run stopped at {cfg.name}; every artifact written before "
+            f"is intact: free space, then run again with --resume --out {ctx.opts.out}"
+        ) from None
+    except SpecbenchError as err:
+        outcome.status = "failed"
+        why = scrub(str(err))
+        outcome.reasons.append(why)
+        progress.log(f"{cfg.name}: FAILED: {why.splitlines()[0]}")
+        # the line of the server's log that says why it died, quoted (issue 38)
+        for cause in _known_causes(why, arts.log(cfg.name)):
+            outcome.reasons.append(cause)
+            progress.log(f"{cfg.name}: {cause}")
+    finally:
+        left = len(levels) * per_level - done_units
+        if outcome.status == "failed" and left > 0:
+            progress.advance(left)
+
+
+def _write_status(
+    ctx: RunContext,
+    outcomes: list[Outcome],
+    earlier: dict[str, ConfigurationStatus],
+    *,
+    stopping: bool,
+) -> None:
+    """status.json and SHA256SUMS. On a full disk the earlier ones stay whole, and the error
+    that stopped the run (``stopping``) is the one to report."""
+    arts = ctx.arts
+    order = [c.name for c in ctx.exp.configurations]
+    try:
+        arts.write_model(
+            arts.status, _status(ctx.run_id, outcomes, ctx.opts.emulated, earlier, order)
+        )
+        arts.write_sums()
+    except WriteError:
+        if not stopping:
+            raise
 
 
 def _known_causes(message: str, log: Path) -> list[str]:

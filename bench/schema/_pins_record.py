@@ -44,58 +44,76 @@ def record_pins(
     checked against it; a value the lock already holds must be the same (a registry tag or a
     branch that moved since, or a rebuilt image, is refused with the fix)."""
     images = {k: v.model_copy() for k, v in lock.images.items()}
-    models = dict(lock.models)
+    _record_digests(exp, images, found, path)
+    _record_image_ids(exp, images, host, found, path)
+    models = _record_models(exp, dict(lock.models), found, path)
+    datasets = _record_datasets(exp, dict(lock.datasets), found)
+    new = lock.model_copy(update={"images": images, "models": models, "datasets": datasets})
+    # never write a lock that its own reader or the experiment's pins would refuse: validated
+    # as read back, then applied (model_copy does not validate what it puts in)
+    try:
+        PinsLock.model_validate(new.model_dump(mode="json", by_alias=True))
+    except ValidationError as err:
+        raise describe_validation_error(f"{path} (as it would be written)", err) from None
+    apply_lock(exp, new, host, path)
+    return new
 
-    def image_entry(key: str, field: str) -> ImageLock:
-        img = exp.images.get(key)
-        if img is None:
-            raise InputError(field, f"{key!r} is not an image of {exp.name} ({sorted(exp.images)})")
-        entry = images.get(key) or ImageLock(image=img.image)
-        if entry.image != img.image:
+
+def _image_entry(
+    exp: Experiment, images: dict[str, ImageLock], key: str, field: str, path: Path
+) -> ImageLock:
+    """The lock's entry for image ``key`` (a new one where it has none), refused where the
+    experiment names no such image or the entry was resolved for another image."""
+    img = exp.images.get(key)
+    if img is None:
+        raise InputError(field, f"{key!r} is not an image of {exp.name} ({sorted(exp.images)})")
+    entry = images.get(key) or ImageLock(image=img.image)
+    if entry.image != img.image:
+        raise InputError(
+            f"{path}: images.{key}.image",
+            f"resolved for {entry.image}, the experiment now names {img.image}: run "
+            f"`specbench pins forget <experiment> --image {key}` first",
+        )
+    return entry
+
+
+def _check_pin(where: str, fixed: str, old: str | None, new: str, fix: str) -> bool:
+    """True when ``new`` is to be written; raises on a mismatch. A value of the wrong kind
+    (a commit where a digest belongs, or the reverse) is refused before anything is written:
+    the lock's own reader would refuse it afterwards."""
+    if where.endswith(".revision"):
+        if not REVISION_FORM.fullmatch(new):
             raise InputError(
-                f"{path}: images.{key}.image",
-                f"resolved for {entry.image}, the experiment now names {img.image}: run "
-                f"`specbench pins forget <experiment> --image {key}` first",
+                f"--model-revision {where.split('.')[1]}",
+                f"{new!r} is not a 40-hex commit"
+                + (" (a digest belongs in --image-digest)" if DIGEST_FORM.fullmatch(new) else ""),
             )
-        return entry
+    elif not DIGEST_FORM.fullmatch(new):
+        flag = {"digest": "--image-digest", "base_digest": "--base-digest"}.get(
+            where.split(".")[2], "--image-id"
+        )
+        raise InputError(
+            f"{flag} {where.split('.')[1]}",
+            f"{new!r} is not 'sha256:<64 hex>'"
+            + (
+                " (a 40-hex commit belongs in --model-revision)"
+                if REVISION_FORM.fullmatch(new)
+                else ""
+            ),
+        )
+    return _compare_pin(where, fixed, old, new, fix)
 
-    def check(where: str, fixed: str, old: str | None, new: str, fix: str) -> bool:
-        """True when ``new`` is to be written; raises on a mismatch. A value of the wrong kind
-        (a commit where a digest belongs, or the reverse) is refused before anything is written:
-        the lock's own reader would refuse it afterwards."""
-        if where.endswith(".revision"):
-            if not REVISION_FORM.fullmatch(new):
-                raise InputError(
-                    f"--model-revision {where.split('.')[1]}",
-                    f"{new!r} is not a 40-hex commit"
-                    + (
-                        " (a digest belongs in --image-digest)"
-                        if DIGEST_FORM.fullmatch(new)
-                        else ""
-                    ),
-                )
-        elif not DIGEST_FORM.fullmatch(new):
-            flag = {"digest": "--image-digest", "base_digest": "--base-digest"}.get(
-                where.split(".")[2], "--image-id"
-            )
-            raise InputError(
-                f"{flag} {where.split('.')[1]}",
-                f"{new!r} is not 'sha256:<64 hex>'"
-                + (
-                    " (a 40-hex commit belongs in --model-revision)"
-                    if REVISION_FORM.fullmatch(new)
-                    else ""
-                ),
-            )
-        return _compare_pin(where, fixed, old, new, fix)
 
-    # registry digests: of a pulled image, and of a local build's base
+def _record_digests(
+    exp: Experiment, images: dict[str, ImageLock], found: Resolved, path: Path
+) -> None:
+    """Add to ``images`` the registry digests: of a pulled image, and of a local build's base."""
     for flag, values, attr, of_build in (
         ("--image-digest", found.image_digests, "digest", False),
         ("--base-digest", found.base_digests, "base_digest", True),
     ):
         for key, dig in values.items():
-            entry = image_entry(key, flag)
+            entry = _image_entry(exp, images, key, flag, path)
             img = exp.images[key]
             if (img.build is not None) != of_build:
                 what = "not a local build" if of_build else "a local build: give its --image-id"
@@ -106,10 +124,16 @@ def record_pins(
                 f"The registry's {ref} has moved. To take the new one on purpose: "
                 f"`specbench pins forget <experiment> --image {key}` and run again"
             )
-            if check(f"images.{key}.{attr}", fixed, getattr(entry, attr), dig, fix):
+            if _check_pin(f"images.{key}.{attr}", fixed, getattr(entry, attr), dig, fix):
                 images[key] = entry.model_copy(update={attr: dig})
+
+
+def _record_image_ids(
+    exp: Experiment, images: dict[str, ImageLock], host: str, found: Resolved, path: Path
+) -> None:
+    """Add to ``images`` the image ID of each local build on ``host``."""
     for key, image_id in found.image_ids.items():
-        entry = image_entry(key, "--image-id")
+        entry = _image_entry(exp, images, key, "--image-id", path)
         img = exp.images[key]
         if img.build is None:
             raise InputError("--image-id", f"{key} is pulled, not built: give its --image-digest")
@@ -119,10 +143,16 @@ def record_pins(
             f"forget <experiment> --image {key} --host {host}` and run again"
         )
         old = entry.image_ids.get(host)
-        if check(f"images.{key}.image_ids.{host}", img.digest, old, image_id, fix):
+        if _check_pin(f"images.{key}.image_ids.{host}", img.digest, old, image_id, fix):
             images[key] = entry.model_copy(
                 update={"image_ids": {**entry.image_ids, host: image_id}}
             )
+
+
+def _record_models(
+    exp: Experiment, models: dict[str, ModelLock], found: Resolved, path: Path
+) -> dict[str, ModelLock]:
+    """``models`` with each model's resolved commit added."""
     for key, rev in found.model_revisions.items():
         m = exp.models.get(key)
         if m is None:
@@ -139,9 +169,15 @@ def record_pins(
             f"`specbench pins forget <experiment> --model {key}` and run again"
         )
         old_rev = mentry.revision if mentry else None
-        if check(f"models.{key}.revision", m.revision, old_rev, rev, fix):
+        if _check_pin(f"models.{key}.revision", m.revision, old_rev, rev, fix):
             models[key] = ModelLock(hf_id=m.hf_id, revision=rev, resolved_from=found.resolved_from)
-    datasets = dict(lock.datasets)
+    return models
+
+
+def _record_datasets(
+    exp: Experiment, datasets: dict[str, DatasetLock], found: Resolved
+) -> dict[str, DatasetLock]:
+    """``datasets`` with each dataset prompt set's resolved commit and file sha256 added."""
     for name, (rev, sha) in found.datasets.items():
         ps = exp.workload.prompt_set
         if ps is None or ps.dataset is None or ps.name != name:
@@ -160,15 +196,7 @@ def record_pins(
                 hf_id=d.hf_id, file=d.file, revision=rev, sha256=sha,
                 resolved_from=found.resolved_from,
             )  # fmt: skip
-    new = lock.model_copy(update={"images": images, "models": models, "datasets": datasets})
-    # never write a lock that its own reader or the experiment's pins would refuse: validated
-    # as read back, then applied (model_copy does not validate what it puts in)
-    try:
-        PinsLock.model_validate(new.model_dump(mode="json", by_alias=True))
-    except ValidationError as err:
-        raise describe_validation_error(f"{path} (as it would be written)", err) from None
-    apply_lock(exp, new, host, path)
-    return new
+    return datasets
 
 
 def _check_value(

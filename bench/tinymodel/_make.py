@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy.typing as npt
+from tokenizers import Tokenizer
 
 from bench.core import InputError, ensure_dir, parse_json, read_json, write_bytes
 from bench.tinymodel._chain import (
@@ -254,12 +255,7 @@ def make_tiny_models(
     tok = train_tokenizer(spec.seed, spec.corpus_lines, spec.vocab_size)
     vocab_size = tok.get_vocab_size()
     bos_id, eos_id = special_id(tok, END_OF_TEXT), special_id(tok, IM_END)
-    texts = {
-        "config.json": _json_text(qwen3_config(spec, vocab_size, bos_id, eos_id)),
-        "generation_config.json": _json_text(generation_config(bos_id, [eos_id, bos_id])),
-        "tokenizer.json": tokenizer_json(tok) + "\n",
-        "tokenizer_config.json": _json_text(tokenizer_config(tok, spec.max_position_embeddings)),
-    }
+    texts = _target_texts(spec, tok, vocab_size, (bos_id, eos_id))
     target = target_weights(spec, vocab_size)
     specials = {special_id(tok, name) for name in SPECIAL_TOKENS}
     sigma = chain_cycle(spec.seed, [i for i in range(vocab_size) if i not in specials])
@@ -271,64 +267,10 @@ def make_tiny_models(
         _check_copy(embedding, head, sigma, bos_id),
         check_mtp_head(mtp35, embedding, head, sigma),
     )
-    mtp_texts = texts | {
-        "config.json": _json_text(qwen3_next_config(spec, vocab_size, bos_id, eos_id))
-    }
-    mtp35_texts = texts | {
-        "config.json": _json_text(qwen35_config(spec, vocab_size, bos_id, eos_id))
-    }
-    dflash_texts = texts | {"config.json": _json_text(dflash_config(spec, vocab_size, bos_id))}
-    del dflash_texts["generation_config.json"]
+    chain = (vocab_size, embedding, head)
     try:
-        planned = {
-            "target": _write_model(out_dir / "target", target, texts, "target", spec),
-            "draft": _write_model(
-                out_dir / "draft", draft_weights(spec, target), texts, "draft", spec
-            ),
-            "chain": _write_model(
-                out_dir / "chain",
-                chain_target_weights(spec, vocab_size, embedding, head),
-                texts,
-                "chain target",
-                spec,
-            ),
-            "dflash": _write_model(
-                out_dir / "dflash", dflash_weights(spec), dflash_texts, "dflash draft", spec
-            ),
-            "mtp": _write_model(
-                out_dir / "mtp",
-                qwen3_next_weights(spec, vocab_size, embedding, head),
-                mtp_texts,
-                "mtp chain target",
-                spec,
-            ),
-            "mtp35": _write_model(
-                out_dir / "mtp35",
-                mtp35,
-                mtp35_texts,
-                "qwen3.5 mtp chain target",
-                spec,
-            ),
-        }
-        if gptq is not None:
-            planned["mtp_gptq"] = _write_gptq_mtp(
-                out_dir / "mtp-gptq",
-                spec,
-                gptq,
-                (vocab_size, embedding, head),
-                texts,
-                (bos_id, eos_id),
-            )
-            planned |= _write_gptq_mtp35(
-                out_dir, spec, gptq, (vocab_size, embedding, head), mtp35_texts
-            )
-        # every model is made and every option checked: only now is anything written, and a
-        # folder of a model's name is replaced only when it holds nothing but what this
-        # command wrote there
-        for p in planned.values():
-            _check_replaceable(p)
-        ensure_dir(out_dir, "out")
-        made = {key: _commit(p) for key, p in planned.items()}
+        planned = _plan_models(out_dir, spec, texts, (bos_id, eos_id), chain, target, mtp35, gptq)
+        made = _write_planned(out_dir, planned)
     except OSError as err:
         raise InputError(str(out_dir), f"cannot write: {err}") from None
     return TinyModels(
@@ -339,6 +281,80 @@ def make_tiny_models(
         chain_margin=margin,
         **made,
     )
+
+
+def _target_texts(
+    spec: TinyModelSpec, tok: Tokenizer, vocab_size: int, ids: tuple[int, int]
+) -> dict[str, str]:
+    """The target's text files (its config, generation config and tokenizer), which every
+    other model shares or varies."""
+    bos_id, eos_id = ids
+    return {
+        "config.json": _json_text(qwen3_config(spec, vocab_size, bos_id, eos_id)),
+        "generation_config.json": _json_text(generation_config(bos_id, [eos_id, bos_id])),
+        "tokenizer.json": tokenizer_json(tok) + "\n",
+        "tokenizer_config.json": _json_text(tokenizer_config(tok, spec.max_position_embeddings)),
+    }
+
+
+def _plan_models(
+    out_dir: Path,
+    spec: TinyModelSpec,
+    texts: dict[str, str],
+    ids: tuple[int, int],
+    chain: tuple[int, F32, F32],
+    target: Weights,
+    mtp35: Weights,
+    gptq: GptqOptions | None,
+) -> dict[str, _Planned]:
+    """Every model folder, made in memory, by its key in ``TinyModels``."""
+    vocab_size, embedding, head = chain
+    bos_id, eos_id = ids
+    mtp_texts = texts | {
+        "config.json": _json_text(qwen3_next_config(spec, vocab_size, bos_id, eos_id))
+    }
+    mtp35_texts = texts | {
+        "config.json": _json_text(qwen35_config(spec, vocab_size, bos_id, eos_id))
+    }
+    dflash_texts = texts | {"config.json": _json_text(dflash_config(spec, vocab_size, bos_id))}
+    del dflash_texts["generation_config.json"]
+    planned = {
+        "target": _write_model(out_dir / "target", target, texts, "target", spec),
+        "draft": _write_model(out_dir / "draft", draft_weights(spec, target), texts, "draft", spec),
+        "chain": _write_model(
+            out_dir / "chain",
+            chain_target_weights(spec, vocab_size, embedding, head),
+            texts,
+            "chain target",
+            spec,
+        ),
+        "dflash": _write_model(
+            out_dir / "dflash", dflash_weights(spec), dflash_texts, "dflash draft", spec
+        ),
+        "mtp": _write_model(
+            out_dir / "mtp",
+            qwen3_next_weights(spec, vocab_size, embedding, head),
+            mtp_texts,
+            "mtp chain target",
+            spec,
+        ),
+        "mtp35": _write_model(
+            out_dir / "mtp35", mtp35, mtp35_texts, "qwen3.5 mtp chain target", spec
+        ),
+    }
+    if gptq is not None:
+        planned["mtp_gptq"] = _write_gptq_mtp(out_dir / "mtp-gptq", spec, gptq, chain, texts, ids)
+        planned |= _write_gptq_mtp35(out_dir, spec, gptq, chain, mtp35_texts)
+    return planned
+
+
+def _write_planned(out_dir: Path, planned: dict[str, _Planned]) -> dict[str, TinyModel]:
+    """Write every model, now that each is made and every option checked; a folder of a
+    model's name is replaced only when it holds nothing but what this command wrote there."""
+    for p in planned.values():
+        _check_replaceable(p)
+    ensure_dir(out_dir, "out")
+    return {key: _commit(p) for key, p in planned.items()}
 
 
 def _check_copy(embedding: F32, head: F32, sigma: dict[int, int], mask: int) -> float:
