@@ -48,7 +48,6 @@ FRESH_HOST_SECOND = (
 #: 650 s. The singly scheduled tests come after every group and fill the gaps.
 GROUP_ORDER = (
     "fleet",
-    "engine",
     "fresh-host-2",
     "fresh-host",
     "docker-e2e",
@@ -56,6 +55,7 @@ GROUP_ORDER = (
     "cli-errors",
     "registry",
     "demo-seeds",
+    "engine",
 )
 
 

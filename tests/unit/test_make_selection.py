@@ -55,11 +55,19 @@ def selects(expr: str, markers: set[str]) -> bool:
     return Expression.compile(expr).evaluate(lambda name, **_: name in markers)
 
 
-def test_one_phase_runs_every_tier_and_no_gpu_test() -> None:
-    # issue 50: no test needs a quiet machine any more (no timing bound is asserted), so the
-    # engine tier runs in the one parallel phase with the rest
+def test_each_test_runs_in_exactly_one_phase() -> None:
+    # Every combination of a tier with or without `timing`: a GPU host check runs in no phase,
+    # anything else in exactly one, and a `timing` test in the quiet second phase.
     phases = make_test_phases()
-    assert len(phases) == 1
+    assert len(phases) == 2
     for tier in ("unit", "integration", "e2e", "contract", "engine"):
-        assert selects(phases[0], {tier}), tier
-        assert not selects(phases[0], {tier, "gpu"}), tier
+        for extra in (set(), {"timing"}, {"gpu"}, {"gpu", "timing"}):
+            markers = {tier, *extra}
+            chosen = [k for k, p in enumerate(phases) if selects(p, markers)]
+            if "gpu" in markers:
+                assert chosen == [], markers
+            elif "timing" in markers or tier == "engine":
+                assert chosen == [1], markers
+            else:
+                assert chosen == [0], markers
+    assert collected("timing", "tests/e2e/test_matrix_docker.py")
