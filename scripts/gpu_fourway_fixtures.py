@@ -1,11 +1,11 @@
 """Keep a fetched four-way GPU run (scripts/gpu_fourway.sh unpack: /tmp/gpu-4w/art/) as the
 repository's recordings, whole and compressed, and render its report into docs/:
 
-    python3 scripts/gpu_fourway_fixtures.py SRC
+    python3 scripts/gpu_fourway_fixtures.py SRC [SUFFIX]
 
 SRC/art/<experiment>/ is each run folder as the matrix left it (payloads, logs, status.json,
 hardware.json, provenance.json, the lock, SHA256SUMS). Each is kept byte for byte as
-tests/fixtures/gpu-runs/<experiment>.tar.xz (a run folder is a few MB of JSON and logs; xz
+tests/fixtures/gpu-runs/<experiment>[-SUFFIX].tar.xz (a run folder is a few MB of JSON and logs; xz
 makes it a few hundred KB, and the device carries of later sessions stay under 64 MiB), so
 `specbench validate` and `specbench report` run on exactly what ran. Then
 `specbench report` renders docs/gpu-fourway-example/<experiment>/ from the kept folder.
@@ -26,10 +26,11 @@ DOCS = REPO / "docs" / "gpu-fourway-example"
 EXPERIMENTS = ("tiny-fourway-gpu", "tiny-sglang-gpu-determinism")
 
 
-def keep(run: Path) -> Path:
-    """``run`` as ``KEPT/<name>.tar.xz``, members sorted and stamped so a rerun is identical."""
+def keep(run: Path, name: str) -> Path:
+    """``run`` as ``KEPT/<name>.tar.xz`` (its folder named ``name`` inside), members sorted and
+    stamped so a rerun is identical."""
     KEPT.mkdir(parents=True, exist_ok=True)
-    out = KEPT / f"{run.name}.tar.xz"
+    out = KEPT / f"{name}.tar.xz"
 
     def clean(info: tarfile.TarInfo) -> tarfile.TarInfo:
         info.uid = info.gid = 0
@@ -39,7 +40,7 @@ def keep(run: Path) -> Path:
 
     with tarfile.open(out, "w:xz", preset=9) as tar:
         for path in sorted(run.rglob("*")):
-            tar.add(path, arcname=f"{run.name}/{path.relative_to(run)}", recursive=False,
+            tar.add(path, arcname=f"{name}/{path.relative_to(run)}", recursive=False,
                     filter=clean)  # fmt: skip
     return out
 
@@ -57,16 +58,17 @@ def render(archive: Path) -> None:
 
 
 def main(argv: list[str]) -> int:
-    if len(argv) != 1:
+    if len(argv) not in (1, 2):
         print(__doc__, file=sys.stderr)
         return 2
     art = Path(argv[0]) / "art"
+    suffix = f"-{argv[1]}" if len(argv) == 2 else ""
     for name in EXPERIMENTS:
         run = art / name
         if not run.is_dir():
             print(f"{run}: not fetched, skipped", file=sys.stderr)
             continue
-        archive = keep(run)
+        archive = keep(run, name + suffix)
         print(f"{archive.relative_to(REPO)}: {archive.stat().st_size} bytes")
         render(archive)
     return 0

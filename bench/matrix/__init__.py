@@ -4,10 +4,11 @@ configuration measured at every concurrency level, typed artifacts, resume, chec
 
 from __future__ import annotations
 
+from bench.engines._scrub import scrub
 from bench.matrix._artifacts import Artifacts
 from bench.matrix._checkpoint_files import CheckReport, Finding
 from bench.matrix._configuration import launch_record
-from bench.matrix._launch import DockerLauncher, scrub
+from bench.matrix._launch import DockerLauncher
 from bench.matrix._options import MatrixOptions, MatrixResult
 from bench.matrix._plan import LONG_MATRIX_S, duration, render_plan, wall_time
 from bench.matrix._preflight import (

@@ -36,6 +36,7 @@ from bench.engines import (
     resolved_settings,
     speculation_mode,
 )
+from bench.engines._scrub import scrub
 from bench.machine import SamplerStart
 from bench.matrix._artifacts import Artifacts
 from bench.matrix._launch import (
@@ -43,7 +44,6 @@ from bench.matrix._launch import (
     ProcessLauncher,
     Server,
     free_port,
-    scrub,
     wait_ready,
 )
 from bench.matrix._models_present import model_folder

@@ -19,7 +19,6 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -27,20 +26,9 @@ import httpx
 
 from bench.core import InputError, RunError, open_stream, read_log
 from bench.engines import LABEL_MANAGED, TOKEN_ENV, ContainerSpec
+from bench.engines._scrub import scrub
 
 TAIL_LINES = 40
-
-
-def secret_values() -> list[str]:
-    """Values that must never appear in a file we write (the HF token)."""
-    vals = [os.environ.get(TOKEN_ENV, ""), os.environ.get("HUGGING_FACE_HUB_TOKEN", "")]
-    return [v for v in vals if len(v) >= 4]
-
-
-def scrub(text: str, secrets: Iterable[str] | None = None) -> str:
-    for s in secret_values() if secrets is None else secrets:
-        text = text.replace(s, "***")
-    return text
 
 
 def free_port(host: str = "127.0.0.1") -> int:

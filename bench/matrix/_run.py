@@ -28,6 +28,8 @@ from bench.core import (
     utc_now,
     write_text,
 )
+from bench.engines._fatal import known_causes
+from bench.engines._scrub import scrub
 from bench.engines.upstream import SUITE_RECORD_ENV, suite_record_path
 from bench.machine import (
     ImageRef,
@@ -46,13 +48,7 @@ from bench.matrix._configuration import (
     sigterm_as_interrupt,
     stop_prestarted,
 )
-from bench.matrix._fatal import known_causes
-from bench.matrix._launch import (
-    DockerLauncher,
-    Launcher,
-    ProcessLauncher,
-    scrub,
-)
+from bench.matrix._launch import DockerLauncher, Launcher, ProcessLauncher
 from bench.matrix._models_present import check_models_present
 from bench.matrix._options import (
     EMULATED_NO_TELEMETRY,
@@ -445,7 +441,7 @@ def _write_status(
 
 
 def _known_causes(message: str, log: Path) -> list[str]:
-    """bench.matrix._fatal's reading of the configuration's log (written by
+    """bench.engines._fatal's reading of the configuration's log (written by
     run_configuration before the failure reached here), scrubbed of secrets."""
     try:
         text = read_log(log) if exists(log) else ""

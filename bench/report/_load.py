@@ -37,6 +37,7 @@ from bench.report._model import (
     SuiteView,
     Unreadable,
 )
+from bench.report._not_measured import not_measured
 from bench.report._roofline import build_roofline
 from bench.report._trust import Digests, excluded, split_trusted, unvouched
 from bench.report._views import (
@@ -199,7 +200,8 @@ def load_artifacts(artifacts_dir: Path) -> RunSet:
     read, unreadable, verdicts = _parse(payload_files, exp)
     listed = _sums(d / "SHA256SUMS")
     hw = _hardware(d, read)
-    check_one_run(d, lock, _read_status(d), read, listed, hw)
+    status = _read_status(d)
+    check_one_run(d, lock, status, read, listed, hw)
     if not read:
         raise InputError(str(d / "payloads"), "no payload passed validation")
     digest = Digests(d)
@@ -258,6 +260,7 @@ def load_artifacts(artifacts_dir: Path) -> RunSet:
         unvouched=unvouched(d, listed, lock is not None, digest),
         run_ids=run_ids(lock, payloads),
         unpinned=unpinned(lock),
+        not_measured=not_measured(configs, status, runs, unreadable, logs),
     )
 
 

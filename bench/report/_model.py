@@ -256,6 +256,16 @@ class Unreadable(StrictModel):
     )
 
 
+class NotMeasured(StrictModel):
+    """A configuration of the run's lock that left no usable payload (report._not_measured)."""
+
+    config: str
+    engine: str | None = None
+    method: str | None = None
+    state: str = Field(description="status.json's: failed, interrupted, skipped; or 'not run'")
+    reasons: tuple[str, ...] = ()
+
+
 class CommandBlock(StrictModel):
     title: str
     argv: tuple[str, ...] = ()
@@ -376,6 +386,10 @@ class RunSet(StrictModel):
     )
     plan: PlanRecord | None = Field(
         default=None, description="plan.json: plan's wall-time estimate of each configuration"
+    )
+    not_measured: tuple[NotMeasured, ...] = Field(
+        default=(),
+        description="configurations of the lock with no usable payload, and why (status.json)",
     )
 
     @property

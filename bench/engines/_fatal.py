@@ -49,6 +49,16 @@ FATAL_PATTERNS: tuple[LogPattern, ...] = (
 )
 
 _KILLED = re.compile(r"server exited \(code (137|-9)\)")
+#: SGLang's launcher kills its own process tree with SIGKILL when a child process fails
+#: (sglang/srt/utils: kill_process_tree, after "Received sigquit from a child process"): a -9
+#: that is not the OOM killer (H100, 2026-12-07: a DFLASH scheduler's ValueError)
+_SELF_KILLED = re.compile(r"Received sigquit from a child process|kill_process_tree called")
+#: a Python exception's last line, as a traceback ends, behind a process prefix ("(EngineCore
+#: pid=1) ERROR 12-07 00:21:32 [core.py:1330] ") where the engine's logger adds one
+_RAISED = re.compile(
+    r"^(?:\(\w+ pid=\d+\)\s*)?(?:ERROR \S+ \S+ \[[^\]]*\]\s*)?"
+    r"((?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*(?:Error|Exception)): (\S.*)$"
+)
 
 
 def attempt_log(log: str) -> str:
@@ -59,19 +69,35 @@ def attempt_log(log: str) -> str:
 def known_causes(message: str, log: str) -> list[str]:
     """Reason lines naming why a server died: the first line of each known fatal cause in
     ``log`` (its last attempt), quoted, and, where ``message`` says the server exited with
-    code 137 (or a process launcher's -9), that SIGKILL is what the kernel's OOM killer sends."""
+    code 137 (or a process launcher's -9), that SIGKILL is what the kernel's OOM killer sends,
+    unless the engine's own launcher says it killed its process tree. Where no known cause
+    matched, the first exception the log raised (the root cause: wrappers come after it)."""
     out: list[str] = []
     lines = attempt_log(log).splitlines()
     for pat in FATAL_PATTERNS:
         line = next((ln.strip() for ln in lines if pat.search(ln)), None)
         if line is not None:
-            quoted = line if len(line) <= MAX_QUOTE else line[: MAX_QUOTE - 3] + "..."
-            out.append(f"the server log names the cause: {pat.code}: {pat.message}: {quoted!r}")
+            out.append(f"the server log names the cause: {pat.code}: {pat.message}: {_quote(line)}")
+    if not out:
+        raised = next((m for m in map(_RAISED.match, lines) if m is not None), None)
+        if raised is not None:
+            line = f"{raised.group(1)}: {raised.group(2).strip()}"
+            out.append(f"the server raised, first in its log: {_quote(line)}")
     killed = _KILLED.search(message)
-    if killed is not None:
+    if killed is not None and any(_SELF_KILLED.search(ln) for ln in lines):
+        out.append(
+            f"exit code {killed.group(1)}: the engine's launcher killed its own processes with "
+            "SIGKILL after a child process failed (its log: 'Received sigquit from a child "
+            "process', kill_process_tree), not the out-of-memory killer"
+        )
+    elif killed is not None:
         out.append(
             f"exit code {killed.group(1)}: the server was killed with SIGKILL, which is what the "
             "kernel's out-of-memory killer sends (a container's memory limit, or the host's "
             "memory), unless someone ran docker kill or kill -9"
         )
     return out
+
+
+def _quote(line: str) -> str:
+    return repr(line if len(line) <= MAX_QUOTE else line[: MAX_QUOTE - 3] + "...")
