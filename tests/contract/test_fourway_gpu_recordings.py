@@ -1,0 +1,163 @@
+"""The four-way's first H100 call series (2026-12-07, vLLM 0.26.0 and SGLang 0.5.17 as local
+processes, `bench/experiments/tiny-fourway-gpu.yaml` before `--gdn-prefill-backend triton`),
+kept whole as tests/fixtures/gpu-runs/tiny-fourway-gpu-20261207-a.tar.xz by
+scripts/gpu_fourway_fixtures.py. Held here, on the CPU, in every CI run:
+
+- the seed's bug and fix **with CUDA graphs** (issue 49, item 3): the stock tree's MTP draft
+  inherits the target's GPTQ, its seven projections are skipped (read from the served log by
+  the engine's own load rules) and it accepts 0 of 1270 draft tokens; the patched tree's
+  accepts 420 of 430; both recomputed from the raw /metrics snapshots the payloads keep;
+- the report of that folder leads with the stock-vs-patched finding and names the four
+  configurations that left no payload, with the cause each log gives;
+- why they left none: vLLM 0.26.0 on an SM 9.0 GPU picks FlashInfer's Gated DeltaNet prefill
+  (not carried), and SGLang 0.5.17 registers the text-only Qwen3.5 class without the DFLASH
+  hidden-state capture that its Qwen3_5ForConditionalGeneration has.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bench.engines import get_engine
+from bench.engines._fatal import known_causes
+from bench.measure._acceptance import combine, delta
+from bench.measure._validity import scan_log
+from bench.schema import AcceptanceDelta, Payload
+
+pytestmark = pytest.mark.contract
+
+ARCHIVE = (
+    Path(__file__).resolve().parents[1]
+    / "fixtures"
+    / "gpu-runs"
+    / "tiny-fourway-gpu-20261207-a.tar.xz"
+)
+NAME = "tiny-fourway-gpu-20261207-a"
+SGLANG = get_engine("sglang")
+SKIP = "draft_tensors_skipped"
+SKIPPED = {
+    f"model.layers.0.{n}.weight"
+    for n in ("q_proj", "k_proj", "v_proj", "o_proj", "mlp.gate_proj", "mlp.up_proj",
+              "mlp.down_proj")
+}  # fmt: skip
+PATCH_LINE = "specbench patch: Qwen3.5 MTP draft keeps the explicit"
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("fourway")
+    with tarfile.open(ARCHIVE) as tar:
+        tar.extractall(out, filter="data")
+    return out / NAME
+
+
+def log(run: Path, name: str) -> str:
+    return (run / "logs" / f"{name}.log").read_text(encoding="utf-8")
+
+
+def payload(run: Path, name: str) -> Payload:
+    return Payload.model_validate_json((run / "payloads" / f"{name}.json").read_text())
+
+
+def recomputed(p: Payload) -> AcceptanceDelta:
+    """Acceptance from each measured iteration's raw before/after /metrics snapshots."""
+    windows = []
+    for it in p.evidence.iterations:
+        acc = it.acceptance
+        if it.warmup or acc is None or acc.before is None or acc.after is None:
+            continue
+        d = delta(p.engineName, acc.before, acc.after, p.engineFlags.specNumTokens)
+        assert d is not None, f"iteration {it.index}: no speculative counters"
+        windows.append(d)
+    total = combine(windows)
+    assert total is not None
+    return total
+
+
+def status(run: Path) -> dict[str, Any]:
+    data: dict[str, Any] = json.loads((run / "status.json").read_text())["configurations"]
+    return data
+
+
+def test_the_seeds_bug_and_fix_with_cuda_graphs(run: Path) -> None:
+    stock, patched = log(run, "sglang-mtp-stock"), log(run, "sglang-mtp")
+    for text in (stock, patched):
+        assert "The server is fired up and ready to roll!" in text
+        # graphs, not eager: the target's verify graph and the draft's were captured
+        assert "Capture target verify CUDA graph end." in text
+        assert "Capture draft decode CUDA graph end." in text
+    assert "type=Qwen3_5ForCausalLMMTP, quant=gptq, bits=4" in stock
+    assert PATCH_LINE in patched and PATCH_LINE not in stock
+    skipped = {f.key for f in scan_log(stock, SGLANG.load_patterns, True) if f.code == SKIP}
+    assert skipped == SKIPPED
+    assert not [f for f in scan_log(patched, SGLANG.load_patterns, True) if f.code == SKIP]
+    got = {n: recomputed(payload(run, f"{n}-c1")) for n in ("sglang-mtp-stock", "sglang-mtp")}
+    assert (got["sglang-mtp-stock"].accepted_tokens, got["sglang-mtp-stock"].draft_tokens) == (
+        0,
+        1270,
+    )
+    p = got["sglang-mtp"]
+    assert (p.drafts, p.draft_tokens, p.accepted_tokens) == (215, 430, 420)
+    for name, again in got.items():
+        stored = payload(run, f"{name}-c1").evidence.acceptance
+        assert stored is not None
+        assert (stored.drafts, stored.draft_tokens, stored.accepted_tokens) == (
+            again.drafts,
+            again.draft_tokens,
+            again.accepted_tokens,
+        ), name
+    verdicts = status(run)
+    assert verdicts["sglang-mtp-stock"]["valid"] is False
+    assert verdicts["sglang-mtp-stock"]["expected_invalid"] is True
+    codes = [r.split(": ", 1)[0].split(" ", 1)[1] for r in verdicts["sglang-mtp-stock"]["reasons"]]
+    assert codes == ["zero_acceptance", "draft_tensors_skipped"]
+    assert verdicts["sglang-mtp"]["valid"] is True and verdicts["sglang-baseline"]["valid"] is True
+
+
+def test_vllm_0_26_on_sm90_takes_flashinfers_gated_deltanet_prefill(run: Path) -> None:
+    for name in ("vllm-baseline", "vllm-dflash", "vllm-mtp"):
+        text = log(run, name)
+        assert "in fi_chunk_gated_delta_rule" in text, name
+        first = status(run)[name]["reasons"][0]
+        assert known_causes(first, text) == [
+            'the server raised, first in its log: "ModuleNotFoundError: No module named '
+            "'flashinfer'\""
+        ], name
+
+
+def test_sglang_0_5_17_dflash_refuses_the_text_only_qwen3_5_class(run: Path) -> None:
+    text = log(run, "sglang-dflash")
+    assert "type=Qwen3_5ForCausalLM, quant=gptq" in text
+    causes = known_causes(status(run)["sglang-dflash"]["reasons"][0], text)
+    assert causes[0].startswith(
+        "the server raised, first in its log: 'ValueError: Model Qwen3_5ForCausalLM implements "
+        "neither set_dspark_layers_to_capture nor set_dflash_layers_to_capture"
+    )
+    assert "not the out-of-memory killer" in causes[1]
+
+
+def test_the_report_leads_with_the_finding_and_names_what_left_no_payload(
+    run: Path, tmp_path: Path
+) -> None:
+    out = tmp_path / "report"
+    subprocess.run(
+        [sys.executable, "-m", "bench", "report", str(run), "--out", str(out)],
+        check=True,
+        capture_output=True,
+    )
+    text = (out / "REPORT.md").read_text(encoding="utf-8")
+    summary = text.split("## Executive summary", 1)[1].split("\n## ", 1)[0]
+    assert "accepted 420 of 430 draft tokens (97.67%) and is valid" in summary
+    assert "accepted 0 of 1270 draft tokens (0.00%) and is **INVALID**" in summary
+    assert "**Not measured: 4 of 7 configurations of this run left no payload**" in summary
+    for name in ("vllm-baseline", "vllm-dflash", "vllm-mtp", "sglang-dflash"):
+        assert f"- `{name}` (" in summary, name
+    assert summary.count("No module named 'flashinfer'") == 3
+    assert "not the out-of-memory killer" in summary
