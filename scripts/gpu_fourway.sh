@@ -74,6 +74,8 @@ models() { # the tiny models at /models, from whichever carry brought them
   for d in $G4/*/; do
     if [ -f "$d/M.tar.xz" ]; then tar xJf "$d/M.tar.xz" -C "$HOME/models"; fi
     if [ -f "$d/source.json" ]; then cp "$d/source.json" .specbench-source.json; fi
+    # SGLang's JIT modules an earlier machine built (6 min of nvcc), where this one has none
+    if [ ! -d "$HOME/jit" ] && [ -f "$d/jit.tgz" ]; then tar xzf "$d/jit.tgz" -C ~; fi
     # a run folder an earlier call brought back: resumed where this machine has none
     if [ ! -d "$ART/$EXP" ] && [ -f "$d/art.tgz" ]; then mkdir -p "$ART" && tar xzf "$d/art.tgz" -C ~; fi
   done
@@ -198,6 +200,10 @@ collect() { # $OUT: at most 8 files; the run folders, the reports, the logs
   mkdir -p "$OUT"
   if [ -d "$ART" ]; then tar czf "$OUT/art.tgz" -C ~ art; fi
   if [ -d ~/report ]; then tar czf "$OUT/report.tgz" -C ~ report; fi
+  # the JIT modules, once built (no build running): a later machine carries them (unpack)
+  if [ -d ~/jit ] && ! pgrep -f _jit_gptq_marlin_module >/dev/null; then
+    tar czf "$OUT/jit.tgz" -C ~ jit
+  fi
   cp ~/console.log ~/jit-build.log "$OUT/" 2>/dev/null || true
 }
 
@@ -225,6 +231,8 @@ unpack() {
   cp "$at"/*.log $to/ 2>/dev/null || true
   # the run folder travels with the next call (a fresh machine resumes it)
   if [ -d $to/art ]; then tar czf $G4/4w/art.tgz -C $to art && du -sh $G4/4w/art.tgz; fi
+  # and the JIT modules with the SGLang calls (.gpu-4w/jit: carry it beside .gpu-4w/4w)
+  if [ -f "$at/jit.tgz" ]; then mkdir -p $G4/jit && cp "$at/jit.tgz" $G4/jit/ && du -sh $G4/jit; fi
   ls $to $to/art 2>/dev/null
 }
 
