@@ -260,7 +260,7 @@ def load_artifacts(artifacts_dir: Path) -> RunSet:
         unvouched=unvouched(d, listed, lock is not None, digest),
         run_ids=run_ids(lock, payloads),
         unpinned=unpinned(lock),
-        not_measured=not_measured(configs, status, runs, unreadable, logs),
+        not_measured=not_measured(configs, status, runs, unreadable),
     )
 
 

@@ -8,7 +8,7 @@ scripts/gpu_fourway_fixtures.py. Held here, on the CPU, in every CI run:
   the engine's own load rules) and it accepts 0 of 1270 draft tokens; the patched tree's
   accepts 420 of 430; both recomputed from the raw /metrics snapshots the payloads keep;
 - the report of that folder leads with the stock-vs-patched finding and names the four
-  configurations that left no payload, with the cause each log gives;
+  configurations that left no payload, with the reasons the run recorded;
 - why they left none: vLLM 0.26.0 on an SM 9.0 GPU picks FlashInfer's Gated DeltaNet prefill
   (not carried), and SGLang 0.5.17 registers the text-only Qwen3.5 class without the DFLASH
   hidden-state capture that its Qwen3_5ForConditionalGeneration has.
@@ -159,5 +159,7 @@ def test_the_report_leads_with_the_finding_and_names_what_left_no_payload(
     assert "**Not measured: 4 of 7 configurations of this run left no payload**" in summary
     for name in ("vllm-baseline", "vllm-dflash", "vllm-mtp", "sglang-dflash"):
         assert f"- `{name}` (" in summary, name
-    assert summary.count("No module named 'flashinfer'") == 3
-    assert "not the out-of-memory killer" in summary
+    # the reasons the run recorded (this folder's specbench had no exception reader yet; the
+    # report never re-reads a log: test_vllm_0_26_... reads it with today's rules)
+    assert "vllm-mtp: server exited (code 1) before it was ready" in summary
+    assert "sglang-dflash: server exited (code -9) before it was ready" in summary
