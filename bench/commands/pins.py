@@ -32,7 +32,8 @@ from bench.schema import (
 )
 
 pins_app = typer.Typer(
-    help="The experiment's pins lock: what the first run resolved, per image and model.",
+    help="The experiment's pins lock: what the first run resolved, per image, model, dataset "
+    "and file pinned by URL.",
     no_args_is_help=True,
 )
 
@@ -102,6 +103,13 @@ def _datasets(exp: Experiment) -> dict[str, dict[str, str]]:
     return {ps.name: ps.dataset.model_dump(mode="json")}
 
 
+def _urls(exp: Experiment) -> dict[str, dict[str, str]]:
+    acc = exp.workload.accuracy
+    if acc is None or acc.source is None:
+        return {}
+    return {acc.name: acc.source.model_dump(mode="json")}
+
+
 def _dataset_pins(values: list[str] | None) -> dict[str, tuple[str, str]]:
     """``--dataset NAME=REVISION:SHA256`` values, by name."""
     out: dict[str, tuple[str, str]] = {}
@@ -164,6 +172,8 @@ def show(
             },
             # a dataset prompt set, by its name, as pinned (the models stage fetches it)
             "datasets": _datasets(pinned.experiment),
+            # a file pinned by URL (an accuracy task's source), by the task's name, as pinned
+            "urls": _urls(pinned.experiment),
         }
         typer.echo(json.dumps(out, indent=1))
     else:
@@ -195,6 +205,13 @@ def record(
             "file's sha256"
         ),
     ] = None,
+    url: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--url",
+            help="NAME=<64 hex> the sha256 of the file an accuracy task pinned by URL served",
+        ),
+    ] = None,
     resolved_from: Annotated[str, typer.Option(help="the branch models resolved from")] = "main",
 ) -> None:
     """Add what a host resolved to the lock; refuse a value that differs from a pin (exit 2,
@@ -208,6 +225,7 @@ def record(
         image_ids=_pairs("--image-id", image_id),
         model_revisions=_pairs("--model-revision", model_revision),
         datasets=_dataset_pins(dataset),
+        urls=_pairs("--url", url),
         resolved_from=resolved_from,
     )
     # everything checked before anything is written: a refused value leaves no folder, no lock
@@ -230,6 +248,10 @@ def forget(
     dataset: Annotated[
         list[str] | None, typer.Option(help="a dataset prompt set's name to resolve anew")
     ] = None,
+    url: Annotated[
+        list[str] | None,
+        typer.Option("--url", help="an accuracy task pinned by URL, by name, to resolve anew"),
+    ] = None,
     host: Annotated[
         str | None, typer.Option(help="only this host's image ID of the named builds")
     ] = None,
@@ -237,16 +259,17 @@ def forget(
 ) -> None:
     """Drop entries from the lock, so that the next run resolves them anew (moving a pin on
     purpose)."""
-    if not image and not model and not dataset:
-        raise InputError("--image/--model/--dataset", "name at least one entry to forget")
+    if not image and not model and not dataset and not url:
+        raise InputError("--image/--model/--dataset/--url", "name at least one entry to forget")
     if host is not None:
         check_host(host)
     exp = _experiment(experiment, None)
     path = _lock_path(experiment, lock)
     with locked(path):
         new, gone = forget_pins(
-            _read_named(path, lock, exp.name), image or [], model or [], host, dataset or []
-        )
+            _read_named(path, lock, exp.name), image or [], model or [], host, dataset or [],
+            url or [],
+        )  # fmt: skip
         write_lock(path, new)
     for line in gone:
         typer.echo(f"forgot {line} in {path}")

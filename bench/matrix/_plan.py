@@ -15,18 +15,26 @@ from typing import Final
 from bench.core import StrictModel, md_cell, md_code, md_fence, md_inline
 from bench.emulator.runner import resolve_profile
 from bench.engines import DEFAULT_MODEL_CACHE, flag_value, get_engine, plan_entries
-from bench.measure import dataset_file, experiment_prompt_set
+from bench.measure import (
+    accuracy_task_file,
+    dataset_file,
+    experiment_prompt_set,
+    read_accuracy_task,
+)
 from bench.schema import UNRESOLVED, Configuration, Experiment, PlanEstimate, PlanRecord
+from bench.schema._experiment import AccuracyTaskSpec
 
 
 class ConfigurationEstimate(StrictModel):
     name: str
     start_s: float
     measure_s: float
+    #: the accuracy task's answers after the levels (0: no task, or its size not known yet)
+    accuracy_s: float = 0.0
 
     @property
     def total_s(self) -> float:
-        return self.start_s + self.measure_s
+        return self.start_s + self.measure_s + self.accuracy_s
 
 
 def estimate(
@@ -36,9 +44,11 @@ def estimate(
     iterations: int | None = None,
     model_cache: str | None = None,
     cats: list[str] | None = None,
+    questions: int | None = None,
 ) -> ConfigurationEstimate:
-    """Server start plus every level's warmup and measured iterations, on the profile's clock.
-    ``cats``: the prompt set's categories when the caller has read them (else read here)."""
+    """Server start plus every level's warmup and measured iterations, then the accuracy
+    task's answers, on the profile's clock. ``cats``, ``questions``: the prompt set's
+    categories and the accuracy task's size when the caller has read them (else read here)."""
     w = experiment.workload
     engine = get_engine(cfg.engine)
     cap = flag_value(cfg.args, engine.admission_flag) if engine.admission_flag else None
@@ -58,9 +68,42 @@ def estimate(
         n * profile.iteration_s(w.prompt_tokens, w.max_tokens, c)
         for c in experiment.levels_for(cfg)
     )
+    if questions is None:
+        questions = accuracy_questions(experiment, model_cache) or 0
+    # one answer at a time, each taken as a whole max_tokens decode (an upper bound: an answer
+    # ends where the model ends it)
+    acc = w.accuracy
+    accuracy_s = questions * profile.iteration_s(w.prompt_tokens, acc.max_tokens, 1) if acc else 0.0
     return ConfigurationEstimate(
-        name=cfg.name, start_s=profile.load_s + profile.warmup_s, measure_s=measure_s
+        name=cfg.name,
+        start_s=profile.load_s + profile.warmup_s,
+        measure_s=measure_s,
+        accuracy_s=accuracy_s,
     )
+
+
+def accuracy_questions(experiment: Experiment, model_cache: str | None = None) -> int | None:
+    """How many questions the accuracy task asks each configuration: read from its file where
+    it can be read (checked against its pin: exit 2 on a changed file), else its ``limit``;
+    None when there is no task, or a fetched one without a limit is not there yet."""
+    spec = experiment.workload.accuracy
+    if spec is None:
+        return None
+    cache = Path(model_cache) if model_cache is not None else None
+    if spec.fetched and (
+        cache is None
+        or _pinned_sha256(spec) == UNRESOLVED
+        or not accuracy_task_file(spec, cache).is_file()
+    ):
+        return spec.limit
+    task = read_accuracy_task(spec, cache)
+    return len(task.items) if task is not None else spec.limit
+
+
+def _pinned_sha256(spec: AccuracyTaskSpec) -> str:
+    if spec.source is not None:
+        return spec.source.sha256
+    return spec.dataset.sha256 if spec.dataset is not None else spec.sha256 or ""
 
 
 def categories(experiment: Experiment, model_cache: str | None = None) -> list[str]:
@@ -95,8 +138,9 @@ def wall_time(
     """The plan's estimated wall time of the selected configurations (seconds), on the
     emulator's clock scaled by ``time_scale`` where one is given."""
     cats = categories(experiment, model_cache)
+    questions = accuracy_questions(experiment, model_cache) or 0
     total = sum(
-        estimate(experiment, cfg, model_cache=model_cache, cats=cats).total_s
+        estimate(experiment, cfg, model_cache=model_cache, cats=cats, questions=questions).total_s
         for cfg in experiment.select(only)
     )
     return total * (time_scale if time_scale is not None else 1.0)
@@ -135,6 +179,37 @@ def _prompt_set_line(experiment: Experiment, model_cache: str, cats: list[str]) 
     )
 
 
+def _accuracy_line(
+    experiment: Experiment, model_cache: str, questions: int | None, seconds: float
+) -> str:
+    """The plan's sentence on the experiment's accuracy task (it has one)."""
+    acc = experiment.workload.accuracy
+    assert acc is not None
+    path = md_code(accuracy_task_file(acc, Path(model_cache))) if acc.fetched else ""
+    if acc.source is not None:
+        where = f"{md_code(acc.source.url)} sha256 {acc.source.sha256}, read from {path}"
+    elif acc.dataset is not None:
+        d = acc.dataset
+        where = f"dataset {md_inline(d.hf_id)}@{d.revision} {md_code(d.file)}, read from {path}"
+    else:
+        where = md_code(acc.path)
+    first = f", the first {acc.limit} of the pinned file" if acc.limit is not None else ""
+    size = (
+        f"{questions} questions{first}"
+        if questions is not None
+        else "as many questions as the file holds, unknown until the models stage (`make "
+        "provision`) fetches it there (not in the estimate)"
+    )
+    return (
+        f"Accuracy task {md_code(acc.name)} ({where}): {size}, scorer {acc.scorer}, up to "
+        f"{acc.max_tokens} tokens an answer, asked one at a time at temperature 0 after each "
+        f"configuration's levels; a configuration passes with greedy-equal answers and at least "
+        f"{acc.min_ratio:.0%} of its engine's baseline accuracy. Estimated {duration(seconds)} "
+        "over the selected configurations (each answer a whole max_tokens decode at "
+        "concurrency 1: an upper bound)."
+    )
+
+
 def render_plan(
     experiment: Experiment,
     only: list[str] | None = None,
@@ -160,17 +235,23 @@ def render_plan(
         "",
     ]
     cats = categories(experiment, model_cache)  # read once, for the text and each estimate
+    questions = accuracy_questions(experiment, model_cache)
     if w.prompt_set is not None:
         lines += [_prompt_set_line(experiment, model_cache, cats), ""]
     estimates = [
-        estimate(experiment, cfg, model_cache=model_cache, cats=cats)
+        estimate(experiment, cfg, model_cache=model_cache, cats=cats, questions=questions or 0)
         for cfg in experiment.select(only)
     ]
+    accuracy_s = sum(e.accuracy_s for e in estimates)
+    if w.accuracy is not None:
+        lines += [_accuracy_line(experiment, model_cache, questions, accuracy_s), ""]
     total = sum(e.total_s for e in estimates)
     lines += [
         f"Estimated wall time: {duration(total)} for {len(estimates)} server start(s) "
         f"(ESTIMATE from the emulator profiles, which are shaped after the seed report's "
-        f"dual-RTX-3090 figures; server starts {duration(sum(e.start_s for e in estimates))}).",
+        f"dual-RTX-3090 figures; server starts {duration(sum(e.start_s for e in estimates))}"
+        + (f", accuracy task {duration(accuracy_s)}" if accuracy_s else "")
+        + ").",
         "",
     ]
     unresolved = experiment.unresolved_pins()
@@ -187,9 +268,10 @@ def render_plan(
         spec = f"{e.method} k={e.spec_num_tokens}" if e.spec_num_tokens else e.method
         lines += [f"## {md_inline(e.name)} ({e.engine}, {md_inline(spec)})", ""]
         est = next(x for x in estimates if x.name == e.name)
+        with_accuracy = f" (accuracy task {duration(est.accuracy_s)})" if est.accuracy_s else ""
         lines.append(
             f"Image: {md_code(e.image)}; concurrency {', '.join(map(str, e.concurrency))}; "
-            f"estimated {duration(est.total_s)}."
+            f"estimated {duration(est.total_s)}{with_accuracy}."
         )
         if e.expect_invalid:
             lines.append(f"Expected invalid: {md_inline(e.expect_invalid)}")
@@ -216,13 +298,16 @@ def plan_record(
 ) -> PlanRecord:
     """plan.json of a run: each configuration's estimate, as ``specbench plan`` computes it."""
     cats = categories(experiment, model_cache)
+    questions = accuracy_questions(experiment, model_cache) or 0
     return PlanRecord(
         experiment=str(experiment_path) if experiment_path else f"<{experiment.name}>",
         basis=ESTIMATE_BASIS,
         estimates=[
-            PlanEstimate(name=e.name, start_s=e.start_s, measure_s=e.measure_s)
+            PlanEstimate(
+                name=e.name, start_s=e.start_s, measure_s=e.measure_s, accuracy_s=e.accuracy_s
+            )
             for e in (
-                estimate(experiment, cfg, model_cache=model_cache, cats=cats)
+                estimate(experiment, cfg, model_cache=model_cache, cats=cats, questions=questions)
                 for cfg in experiment.configurations
             )
         ],

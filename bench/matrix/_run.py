@@ -64,7 +64,12 @@ from bench.matrix._resume import (
     hold_folder,
     interrupted_message,
 )
-from bench.measure import ProgressBar, experiment_prompt_set, read_accuracy_task
+from bench.measure import (
+    ProgressBar,
+    accuracy_task_file,
+    experiment_prompt_set,
+    read_accuracy_task,
+)
 from bench.schema import (
     PLAN_FILE,
     Configuration,
@@ -215,8 +220,11 @@ def _run_matrix(
     # the prompt set is read and checked against its pin before anything is written (a dataset
     # prompt set: from where the models stage fetched it, under --model-cache)
     prompt_set = experiment_prompt_set(exp.workload.prompt_set, Path(opts.model_cache))
-    # the accuracy task likewise (issue 48), read once for every configuration
-    accuracy = read_accuracy_task(exp.workload.accuracy, Path(opts.model_cache))
+    # the accuracy task likewise (issue 48), read once for every configuration; an emulated run
+    # (no models stage fetched anything) leaves out a fetched task that is not there
+    accuracy = read_accuracy_task(
+        exp.workload.accuracy, Path(opts.model_cache), missing_ok=opts.emulated
+    )
     if launcher is None:
         launcher = _default_launcher(exp, selected, opts)
     arts = Artifacts(opts.out)
@@ -355,6 +363,7 @@ def _run_selected(
     stopped: BaseException | None = None
     try:
         with sigterm_as_interrupt(), ctx.progress:
+            _note_no_accuracy(ctx)
             if opts.prestart and opts.emulated and opts.launcher == "process":
                 prestart_servers(ctx, [c for c in selected if not _finished_earlier(ctx, c)])
             for cfg in selected:
@@ -366,6 +375,17 @@ def _run_selected(
         stop_prestarted(ctx)
         _write_status(ctx, outcomes, earlier, stopping=stopped is not None)
     return outcomes
+
+
+def _note_no_accuracy(ctx: RunContext) -> None:
+    """An emulated run whose fetched accuracy task is not there goes on without it: say so."""
+    spec = ctx.exp.workload.accuracy
+    if ctx.accuracy is None and spec is not None:
+        ctx.progress.log(
+            f"SIMULATED run: the accuracy task {spec.name} is not asked: the models stage "
+            f"fetches it into {accuracy_task_file(spec, Path(ctx.opts.model_cache))}, and it "
+            "is not there"
+        )
 
 
 def _finished_earlier(ctx: RunContext, cfg: Configuration) -> bool:

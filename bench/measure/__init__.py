@@ -15,7 +15,12 @@ from bench.measure._acceptance import (
     parse_prometheus,
     snapshot,
 )
-from bench.measure._accuracy import AccuracyTask, answer_task, read_accuracy_task
+from bench.measure._accuracy import (
+    AccuracyTask,
+    accuracy_task_file,
+    answer_task,
+    read_accuracy_task,
+)
 from bench.measure._client import (
     Connection,
     RawResponse,
@@ -70,6 +75,7 @@ __all__ = [
     "RawResponse",
     "RunSpec",
     "accept_lengths",
+    "accuracy_task_file",
     "answer_task",
     "build",
     "chat_body",

@@ -1,7 +1,9 @@
 """The accuracy gate's task (issue 48): questions with known answers, asked of a configuration's
 server after its timed levels, through the same HTTP client, at temperature 0.
 
-A task is a JSONL file pinned by sha256 like a prompt set (``workload.accuracy``): one object a
+A task is a JSONL file pinned by sha256 like a prompt set (``workload.accuracy``): a local
+file, a dataset's file or a file pinned by URL (``source``: GSM8K's test split from GitHub),
+the last two fetched by the models stage into ``<model cache>/datasets/<name>/``. One object a
 line, ``{"id", "prompt" or "messages", "answer"}``, or GSM8K's own ``{"question", "answer"}``
 whose answer ends in ``#### N``. Two scorers:
 
@@ -29,7 +31,14 @@ from typing import Any
 
 from pydantic import Field, ValidationError, model_validator
 
-from bench.core import InputError, StrictModel, describe_validation_error, parse_json, read_text
+from bench.core import (
+    InputError,
+    StrictModel,
+    describe_validation_error,
+    json_lines,
+    parse_json,
+    read_text,
+)
 from bench.measure._client import RawResponse, chat_body, request
 from bench.measure._probes import plain_answer
 from bench.measure._promptset import MAX_PROMPT_SET_BYTES, Message, dataset_file
@@ -111,11 +120,11 @@ def correct(expected: str, got: str | None, scorer: str) -> bool:
 
 
 def parse_task(text: str, source: str, spec: AccuracyTaskSpec) -> AccuracyTask:
-    """The task in ``text`` (JSONL), its first ``spec.limit`` questions; exit 2 naming the line."""
+    """The task in ``text`` (JSONL), its first ``spec.limit`` questions; exit 2 naming the line.
+    Records end at ``\\n`` only, as a prompt set's (U+2028 inside a string stays in it); the
+    sha256 is of the whole text, so the subset is defined by the pinned bytes."""
     items: list[TaskItem] = []
-    for n, line in enumerate(text.splitlines(), start=1):
-        if not line.strip():
-            continue
+    for n, line in json_lines(text):
         where = f"{source}:{n}"
         data = parse_json(line, where)
         if not isinstance(data, dict):
@@ -132,32 +141,77 @@ def parse_task(text: str, source: str, spec: AccuracyTaskSpec) -> AccuracyTask:
     return AccuracyTask(spec=spec, source=source, sha256=digest, items=items)
 
 
+def accuracy_task_file(spec: AccuracyTaskSpec, model_cache: Path) -> Path:
+    """Where the models stage puts a fetched task (a dataset's file, or a file pinned by URL):
+    ``<model_cache>/datasets/<name>/<file>``, as for a dataset prompt set."""
+    if spec.source is not None:
+        return model_cache / "datasets" / spec.name / spec.source.file
+    if spec.dataset is not None:
+        return dataset_file(spec.name, spec.dataset, model_cache)
+    raise ValueError("a local accuracy task is not fetched")
+
+
+def _fetched_pin(spec: AccuracyTaskSpec) -> tuple[str, str, str]:
+    """A fetched task's field, what it is (for messages and the record), and pinned sha256."""
+    if spec.source is not None:
+        return "workload.accuracy.source", spec.source.url, spec.source.sha256
+    d = spec.dataset
+    assert d is not None  # AccuracyTaskSpec: exactly one source
+    return "workload.accuracy.dataset", f"{d.hf_id}@{d.revision} {d.file}", d.sha256
+
+
 def read_accuracy_task(
-    spec: AccuracyTaskSpec | None, model_cache: Path | None
+    spec: AccuracyTaskSpec | None, model_cache: Path | None, *, missing_ok: bool = False
 ) -> AccuracyTask | None:
-    """The experiment's accuracy task, read and checked against its pin (None: none)."""
+    """The experiment's accuracy task, read and checked against its pin (None: none). A
+    fetched one (``dataset`` or ``source``) is read from where the models stage put it under
+    ``model_cache``; ``missing_ok`` (an emulated run, which no models stage serves): None
+    when it is not there."""
     if spec is None:
         return None
-    field = "workload.accuracy"
-    if spec.dataset is not None:
-        if model_cache is None:
-            raise InputError(f"{field}.dataset", "a dataset task is read from --model-cache")
-        d = spec.dataset
-        path, pinned, where = dataset_file(spec.name, d, model_cache), d.sha256, f"{field}.dataset"
-        source = f"{d.hf_id}@{d.revision} {d.file}"
-        if pinned == UNRESOLVED:
-            raise InputError(f"{where}.sha256", f"unresolved: {path} cannot be checked")
-    else:
-        path, pinned, where = Path(spec.path or ""), spec.sha256 or "", field
-        source = str(path)
+    if not spec.fetched:
+        path = Path(spec.path or "")
+        if not path.is_file():
+            raise InputError("workload.accuracy", f"the accuracy task {path} is not there")
+        return _checked(path, str(path), spec, spec.sha256 or "", "workload.accuracy.sha256")
+    field, what, pinned = _fetched_pin(spec)
+    if model_cache is None:
+        raise InputError(field, "a fetched accuracy task is read from --model-cache")
+    path = accuracy_task_file(spec, model_cache)
     if not path.is_file():
-        raise InputError(where, f"the accuracy task {path} is not there")
+        if missing_ok:
+            return None
+        raise InputError(
+            field,
+            f"{what} is not at {path}: the models stage (`make provision`) fetches it there; "
+            f"or point --model-cache at the folder that holds datasets/{spec.name}/{path.name}",
+        )
+    if pinned == UNRESOLVED:
+        raise InputError(
+            f"{field}.sha256",
+            f"unresolved in the experiment and in its pins lock, so {path} cannot be checked: "
+            "run the models stage (`make provision`), which fetches the file and records its "
+            "sha256 in the lock",
+        )
+    return _checked(path, what, spec, pinned, f"{field}.sha256")
+
+
+def _checked(
+    path: Path, source: str, spec: AccuracyTaskSpec, pinned: str, where: str
+) -> AccuracyTask:
+    """The task in ``path``, refused (exit 2 naming ``where``) when it is not the pinned file."""
     text = read_text(path, what="accuracy task", max_bytes=MAX_PROMPT_SET_BYTES)
     task = parse_task(text, source, spec)
     if task.sha256 != pinned:
+        fix = (
+            "run the models stage again to fetch it"
+            if spec.fetched
+            else "check it, then pin the new sha256"
+        )
         raise InputError(
-            f"{where}.sha256",
-            f"{path} has sha256 {task.sha256}, the experiment pins {pinned} (the file changed)",
+            where,
+            f"{path} has sha256 {task.sha256}, the pin is {pinned}: the file is not the one "
+            f"pinned ({source}); {fix}",
         )
     return task
 

@@ -57,7 +57,9 @@ class _Builder:
             rs.plan.experiment if rs.plan else f"<the experiment file of {rs.experiment}>"
         )
         self.estimates = (
-            {e.name: e.start_s + e.measure_s for e in rs.plan.estimates} if rs.plan else {}
+            {e.name: e.start_s + e.measure_s + e.accuracy_s for e in rs.plan.estimates}
+            if rs.plan
+            else {}
         )
         self.claims: list[AppendixClaim] = []
 

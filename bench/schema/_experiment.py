@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 from typing import Annotated, Any, Literal
+from urllib.parse import urlsplit
 
 from pydantic import AfterValidator, Field, ValidationError, field_validator, model_validator
 
@@ -231,6 +232,70 @@ class DatasetPin(StrictModel):
         return v
 
 
+_FILE_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+#: GitHub's hosts of a repository's raw files, and where the commit stands in their paths
+_GITHUB_RAW = {"raw.githubusercontent.com": 2, "github.com": 3}
+
+
+def pinned_url(v: str) -> str:
+    """A file's URL as a pin: https, no credentials, query or fragment (a token in a URL ends
+    up in logs and in the lock), a plain file name at the end; on GitHub, a raw file at a
+    40-hex commit (a branch or tag moves)."""
+    if len(v) > 2048 or any(c.isspace() or ord(c) < 32 or ord(c) == 127 for c in v):
+        raise ValueError("must be a URL of at most 2048 characters without spaces")
+    parts = urlsplit(v)
+    # refused before the URL is ever echoed: what it would carry is a secret
+    if "@" in parts.netloc:
+        raise ValueError("must not carry credentials (user:password@)")
+    if parts.query or parts.fragment or "?" in v or "#" in v:
+        raise ValueError("must have no query or fragment ('?', '#')")
+    if parts.scheme != "https" or not parts.hostname:
+        raise ValueError(f"{v!r} must be an https URL")
+    segments = parts.path.split("/")[1:]
+    last = segments[-1] if segments else ""
+    if not _FILE_NAME_RE.fullmatch(last) or any(x in ("", ".", "..") for x in segments):
+        raise ValueError(
+            f"{v!r} must be a plain path (no empty, '.' or '..' part) ending in a file name "
+            "(letters, digits, '.', '-', '_')"
+        )
+    at = _GITHUB_RAW.get(parts.hostname)
+    if at is not None:
+        raw = parts.hostname != "github.com" or segments[2:3] == ["raw"]
+        commit = segments[at] if len(segments) > at + 1 else ""
+        if not raw or not _REVISION_RE.fullmatch(commit):
+            raise ValueError(
+                "a GitHub file is pinned as its raw URL at a 40-hex commit: "
+                "https://raw.githubusercontent.com/<owner>/<repo>/<commit>/<path>, not a "
+                "branch, tag or page"
+            )
+    return v
+
+
+class UrlPin(StrictModel):
+    """A file pinned by its https URL and sha256 (issue 48: GSM8K's test split, which the hub
+    holds only as Parquet): the GPU host's models stage downloads it into
+    ``<models_dir>/datasets/<name>/<file name of the URL>`` and checks its sha256 (a first run
+    records it in the pins lock when the experiment leaves it 'unresolved'); the matrix reads
+    it from there (``--model-cache``)."""
+
+    url: Annotated[str, AfterValidator(pinned_url)] = Field(
+        description="https URL of the file; on GitHub its raw URL at a 40-hex commit"
+    )
+    sha256: str = Field(description="sha256 of the file, or 'unresolved'")
+
+    @field_validator("sha256")
+    @classmethod
+    def _sha(cls, v: str) -> str:
+        if v != UNRESOLVED and not re.fullmatch(r"[0-9a-f]{64}", v):
+            raise ValueError("must be 64 lowercase hex digits or 'unresolved'")
+        return v
+
+    @property
+    def file(self) -> str:
+        """The file's name, where the models stage puts it (the URL's last segment)."""
+        return urlsplit(self.url).path.rsplit("/", 1)[-1]
+
+
 class PromptSetSpec(StrictModel):
     """Prompts with a category each, sent through the engine's chat template: a local JSONL
     file (``path``, relative to the experiment file, with its ``sha256``) or a pinned dataset.
@@ -267,14 +332,20 @@ def _unset(value: object) -> bool:
 class AccuracyTaskSpec(StrictModel):
     """A small task with known answers, asked of every configuration at temperature 0 after
     its timed levels (issue 48): a local JSONL file (``path`` relative to the experiment, with
-    its ``sha256``) or a pinned dataset, like a prompt set. Lines: ``{"id", "prompt" or
-    "messages", "answer"}``, or GSM8K's own ``{"question", "answer"}`` (answer ending in
-    ``#### N``) with ``scorer: gsm8k``. ``limit`` takes the first N lines (a pinned subset)."""
+    its ``sha256``), a pinned dataset like a prompt set, or a file pinned by URL and sha256
+    (``source``). Lines: ``{"id", "prompt" or "messages", "answer"}``, or GSM8K's own
+    ``{"question", "answer"}`` (answer ending in ``#### N``) with ``scorer: gsm8k``. ``limit``
+    takes the first N lines (a subset defined by the pinned bytes)."""
 
     name: Name
     path: str | None = Field(default=None, description="JSONL file, relative to the experiment")
     sha256: str | None = Field(default=None, description="sha256 of the file's bytes")
     dataset: DatasetPin | None = None
+    source: UrlPin | None = Field(
+        default=None,
+        exclude_if=_unset,
+        description="a file pinned by https URL and sha256, fetched by the models stage",
+    )
     scorer: Literal["prefix", "gsm8k"] = Field(
         description="prefix: the output begins with the answer; gsm8k: the last number of the "
         "output equals the number after '#### ' (lm-eval's flexible-extract rule)"
@@ -298,11 +369,18 @@ class AccuracyTaskSpec(StrictModel):
 
     @model_validator(mode="after")
     def _one_source(self) -> AccuracyTaskSpec:
-        if (self.path is None) == (self.dataset is None):
-            raise ValueError("give exactly one of 'path' (a local JSONL file) and 'dataset'")
+        if sum(x is not None for x in (self.path, self.dataset, self.source)) != 1:
+            raise ValueError(
+                "give exactly one of 'path' (a local JSONL file), 'dataset' and 'source'"
+            )
         if self.path is not None and self.sha256 is None:
             raise ValueError("a local accuracy task needs its sha256 (sha256sum of the file)")
         return self
+
+    @property
+    def fetched(self) -> bool:
+        """Fetched by the models stage into the model cache (not a file beside the experiment)."""
+        return self.path is None
 
 
 class WorkloadSpec(StrictModel):
@@ -353,6 +431,22 @@ class WorkloadSpec(StrictModel):
     @classmethod
     def _levels(cls, v: list[int]) -> list[int]:
         return _check_levels(v)
+
+    @model_validator(mode="after")
+    def _fetched_apart(self) -> WorkloadSpec:
+        ps, acc = self.prompt_set, self.accuracy
+        if (
+            ps is not None
+            and ps.dataset is not None
+            and acc is not None
+            and acc.fetched
+            and acc.name == ps.name
+        ):
+            raise ValueError(
+                f"accuracy.name {acc.name!r} is also the prompt set's name: both are fetched "
+                "into <model cache>/datasets/<name>/, so name them apart"
+            )
+        return self
 
 
 def _check_levels(v: list[int]) -> list[int]:
@@ -600,6 +694,9 @@ class Experiment(StrictModel):
             for what in ("revision", "sha256"):
                 if getattr(ps.dataset, what) == UNRESOLVED:
                     out.append(f"workload.prompt_set.dataset.{what} ({ps.dataset.hf_id})")
+        acc = self.workload.accuracy
+        if acc is not None and acc.source is not None and acc.source.sha256 == UNRESOLVED:
+            out.append(f"workload.accuracy.source.sha256 ({acc.source.url})")
         return out
 
     def lock_dict(self) -> dict[str, Any]:

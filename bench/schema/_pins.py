@@ -13,8 +13,8 @@ refused with the entry to delete. A local build's image ID is per host (every ho
 its own ID); everything else is one value for the whole fleet.
 
 To move a pin on purpose: ``specbench pins forget EXPERIMENT --image KEY`` (or ``--model KEY``,
-``--dataset NAME``) and run again, which resolves it anew; or write the value into the
-experiment file and forget the lock's entry.
+``--dataset NAME``, ``--url NAME``) and run again, which resolves it anew; or write the value
+into the experiment file and forget the lock's entry.
 """
 
 from __future__ import annotations
@@ -39,7 +39,14 @@ from bench.core import (
     read_text,
     write_text,
 )
-from bench.schema._experiment import UNRESOLVED, DatasetFile, Experiment
+from bench.schema._experiment import (
+    UNRESOLVED,
+    DatasetFile,
+    Experiment,
+    UrlPin,
+    WorkloadSpec,
+    pinned_url,
+)
 
 PINS_SCHEMA: Final = "specbench.pins/1"
 
@@ -126,6 +133,26 @@ class DatasetLock(ModelLock):
         return v
 
 
+class UrlLock(StrictModel):
+    """What a run resolved for a file pinned by URL (issue 48, an accuracy task's ``source``):
+    the sha256 of the file the URL served, for an experiment that leaves it 'unresolved'."""
+
+    url: str
+    sha256: str
+
+    @field_validator("url")
+    @classmethod
+    def _url(cls, v: str) -> str:
+        return pinned_url(v)
+
+    @field_validator("sha256")
+    @classmethod
+    def _sha(cls, v: str) -> str:
+        if not SHA256_FORM.fullmatch(v):
+            raise ValueError("must be 64 lowercase hex digits")
+        return v
+
+
 class PinsLock(StrictModel):
     """The whole lock file of one experiment."""
 
@@ -138,12 +165,17 @@ class PinsLock(StrictModel):
         exclude_if=lambda v: not v,
         description="dataset prompt sets, by the prompt set's name (left out while none)",
     )
+    urls: dict[str, UrlLock] = Field(
+        default_factory=dict,
+        exclude_if=lambda v: not v,
+        description="files pinned by URL, by the accuracy task's name (left out while none)",
+    )
 
 
 class Pin(StrictModel):
     """One pin of a run as it was applied: what, its value, where the value came from."""
 
-    kind: Literal["image", "model", "dataset"]
+    kind: Literal["image", "model", "dataset", "url"]
     key: str = Field(description="the key in the experiment's images or models")
     ref: str = Field(description="repository:tag, or the Hugging Face id")
     field: Literal["digest", "image ID", "base digest", "revision", "sha256"]
@@ -178,8 +210,8 @@ _HEADER = """\
 # specbench pins lock of the experiment {name} ({schema}), written by the runs that resolved
 # its 'unresolved' pins. Commit it next to the experiment: later runs are pinned to it and refuse
 # a mismatch. To move a pin on purpose: `specbench pins forget <experiment> --image KEY` (or
-# --model KEY, --dataset NAME) and run again. A value written in the experiment file wins and is
-# not kept here.
+# --model KEY, --dataset NAME, --url NAME) and run again. A value written in the experiment file
+# wins and is not kept here.
 """
 
 
@@ -304,8 +336,9 @@ def apply_lock(exp: Experiment, lock: PinsLock, host: str, path: Path) -> Pinned
                         source=src))  # fmt: skip
         models[key] = m.model_copy(update={"revision": rev or UNRESOLVED})
     workload, dataset_pins = _apply_dataset(exp, lock, path)
+    workload, url_pins = _apply_url(workload, lock, path)
     pinned = exp.model_copy(update={"images": images, "models": models, "workload": workload})
-    pins += dataset_pins
+    pins += dataset_pins + url_pins
     return PinnedExperiment(experiment=pinned, pins=pins, lock_path=str(path), host=host)
 
 
@@ -336,6 +369,28 @@ def _apply_dataset(exp: Experiment, lock: PinsLock, path: Path) -> tuple[Any, li
     dataset = d.model_copy(update={"revision": rev or UNRESOLVED, "sha256": sha or UNRESOLVED})
     prompt_set = ps.model_copy(update={"dataset": dataset})
     return exp.workload.model_copy(update={"prompt_set": prompt_set}), pins
+
+
+def _apply_url(
+    workload: WorkloadSpec, lock: PinsLock, path: Path
+) -> tuple[WorkloadSpec, list[Pin]]:
+    """The workload with the sha256 of an accuracy task pinned by URL from the lock where the
+    experiment leaves it 'unresolved', and its pin."""
+    acc = workload.accuracy
+    if acc is None or acc.source is None:
+        return workload, []
+    src, entry, flag = acc.source, lock.urls.get(acc.name), f"--url {acc.name}"
+    if entry is not None and entry.url != src.url:
+        raise InputError(
+            f"{path}: urls.{acc.name}",
+            f"resolved for {entry.url}, the experiment now names {src.url}: run `specbench "
+            f"pins forget <experiment> {flag}` and run again to resolve it",
+        )
+    where = "workload.accuracy.source.sha256"
+    sha, src_of = _pick(path, where, src.sha256, entry.sha256 if entry else None, flag)
+    pin = Pin(kind="url", key=acc.name, ref=src.url, field="sha256", value=sha, source=src_of)
+    accuracy = acc.model_copy(update={"source": UrlPin(url=src.url, sha256=sha or UNRESOLVED)})
+    return workload.model_copy(update={"accuracy": accuracy}), [pin]
 
 
 # -- recording and forgetting ----------------------------------------------------------------

@@ -1,5 +1,6 @@
 """Changing a pins lock: ``record_pins`` adds what a run resolved (an image's registry digest
-or a local build's image ID, a model's commit, a dataset prompt set's commit and file sha256),
+or a local build's image ID, a model's commit, a dataset prompt set's commit and file sha256,
+the sha256 of a file pinned by URL),
 refusing a value that differs from the experiment's pin or the lock's; ``forget_pins`` drops
 entries so that the next run resolves them anew. The lock's format, reading and applying are in
 _pins.py."""
@@ -8,6 +9,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import TypeVar
 
 from pydantic import Field, ValidationError
 
@@ -21,8 +23,11 @@ from bench.schema._pins import (
     ImageLock,
     ModelLock,
     PinsLock,
+    UrlLock,
     apply_lock,
 )
+
+_Entry = TypeVar("_Entry", DatasetLock, UrlLock)
 
 
 class Resolved(StrictModel):
@@ -34,6 +39,8 @@ class Resolved(StrictModel):
     model_revisions: dict[str, str] = Field(default_factory=dict)
     #: a dataset prompt set's (commit, sha256 of its file), by the prompt set's name
     datasets: dict[str, tuple[str, str]] = Field(default_factory=dict)
+    #: the sha256 of a file pinned by URL (an accuracy task's source), by the task's name
+    urls: dict[str, str] = Field(default_factory=dict)
     resolved_from: str = "main"
 
 
@@ -48,7 +55,10 @@ def record_pins(
     _record_image_ids(exp, images, host, found, path)
     models = _record_models(exp, dict(lock.models), found, path)
     datasets = _record_datasets(exp, dict(lock.datasets), found)
-    new = lock.model_copy(update={"images": images, "models": models, "datasets": datasets})
+    urls = _record_urls(exp, dict(lock.urls), found)
+    new = lock.model_copy(
+        update={"images": images, "models": models, "datasets": datasets, "urls": urls}
+    )
     # never write a lock that its own reader or the experiment's pins would refuse: validated
     # as read back, then applied (model_copy does not validate what it puts in)
     try:
@@ -199,6 +209,32 @@ def _record_datasets(
     return datasets
 
 
+def _record_urls(exp: Experiment, urls: dict[str, UrlLock], found: Resolved) -> dict[str, UrlLock]:
+    """``urls`` with the sha256 of each file pinned by URL that the host fetched added."""
+    for name, sha in found.urls.items():
+        acc = exp.workload.accuracy
+        if acc is None or acc.source is None or acc.name != name:
+            raise InputError(
+                "--url", f"{name!r} is not an accuracy task pinned by URL of {exp.name}"
+            )
+        src, held = acc.source, urls.get(name)
+        fix = (
+            f"{src.url} served another file. To take it on purpose: `specbench pins forget "
+            f"<experiment> --url {name}` and run again"
+        )
+        if held is not None and held.url != src.url:
+            raise InputError(
+                f"urls.{name}",
+                f"resolved for {held.url}, the experiment now names {src.url}: run `specbench "
+                f"pins forget <experiment> --url {name}` first",
+            )
+        where = "workload.accuracy.source.sha256"
+        old = held.sha256 if held else None
+        if _check_value(where, src.sha256, old, sha, fix, SHA256_FORM):
+            urls[name] = UrlLock(url=src.url, sha256=sha)
+    return urls
+
+
 def _check_value(
     where: str, fixed: str, old: str | None, new: str, fix: str, form: re.Pattern[str]
 ) -> bool:
@@ -227,19 +263,16 @@ def forget_pins(
     models: list[str],
     host: str | None,
     datasets: list[str] | None = None,
+    urls: list[str] | None = None,
 ) -> tuple[PinsLock, list[str]]:
     """The lock without the named entries (with ``host``: only that host's image IDs of the
-    named builds; ``datasets``: prompt sets by name); and what was removed, as lines."""
+    named builds; ``datasets``: prompt sets by name; ``urls``: files pinned by URL, by their
+    task's name); and what was removed, as lines."""
     out_images = dict(lock.images)
     out_models = dict(lock.models)
-    out_datasets = dict(lock.datasets)
-    for name in datasets or []:
-        if name not in out_datasets:
-            raise InputError(
-                "--dataset", f"the lock has no entry {name!r} ({sorted(lock.datasets)})"
-            )
-        del out_datasets[name]
-    gone_datasets = [f"datasets.{n}" for n in datasets or []]
+    out_datasets = _without("--dataset", datasets or [], lock.datasets)
+    out_urls = _without("--url", urls or [], lock.urls)
+    gone_datasets = [f"datasets.{n}" for n in datasets or []] + [f"urls.{n}" for n in urls or []]
     gone: list[str] = []
     for key in images:
         entry = out_images.get(key)
@@ -259,5 +292,13 @@ def forget_pins(
             raise InputError("--model", f"the lock has no entry {key!r} ({sorted(lock.models)})")
         del out_models[key]
         gone.append(f"models.{key}")
-    new = {"images": out_images, "models": out_models, "datasets": out_datasets}
+    new = {"images": out_images, "models": out_models, "datasets": out_datasets, "urls": out_urls}
     return lock.model_copy(update=new), gone + gone_datasets
+
+
+def _without(flag: str, names: list[str], entries: dict[str, _Entry]) -> dict[str, _Entry]:
+    """``entries`` without ``names`` (each must be there: exit 2 naming ``flag``)."""
+    for name in names:
+        if name not in entries:
+            raise InputError(flag, f"the lock has no entry {name!r} ({sorted(entries)})")
+    return {k: v for k, v in entries.items() if k not in names}

@@ -17,6 +17,11 @@ class PlanEstimate(StrictModel):
     name: str
     start_s: NonNegativeFloat = Field(description="the server start, on the profile's clock")
     measure_s: NonNegativeFloat = Field(description="every level's warmup and iterations")
+    accuracy_s: NonNegativeFloat = Field(
+        default=0.0,
+        exclude_if=lambda v: not v,
+        description="the accuracy task's answers after the levels (left out while none)",
+    )
 
 
 class PlanRecord(StrictModel):

@@ -76,7 +76,9 @@ class AccuracyRecord(StrictModel):
 
     task: str
     sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
-    source: str = Field(description="the local file, or the dataset id@revision file")
+    source: str = Field(
+        description="the local file, the dataset id@revision file, or the URL it was fetched from"
+    )
     scorer: str
     max_tokens: int = Field(ge=1)
     concurrency: int = Field(ge=1)

@@ -92,6 +92,7 @@ def test_the_dataset_is_fetched_then_recorded(
     known = {
         "models_resolved": {},
         "models_datasets_record_args": args,
+        "models_urls_record_args": [],
         "models_resolve_ref": "main",
     }
     assert (

@@ -20,6 +20,14 @@ repository instead, a prompt set: only that file, at the revision, into --dest; 
 {"changed", "revision", "file", "sha256"}. An expected sha256 (not 'unresolved') that the file
 does not hash to is a failure naming both. A file already there for that revision (its record in
 `.specbench-dataset.json`) that hashes right is not downloaded again.
+
+`--url URL [--sha256 HEX] [--mirror PREFIX=REPLACEMENT]` (issue 48) fetches one file pinned by
+its https URL instead (GSM8K's test split on GitHub, at a commit) into --dest, under the URL's
+last segment, with the standard library alone; prints {"changed", "url", "file", "sha256"}. The
+same rules: an expected sha256 the bytes do not hash to fails naming both (nothing is left
+behind), a file already there for that URL (`.specbench-url.json`) that hashes right is not
+downloaded again. A mirror serves the URL's bytes from elsewhere (an air-gapped host's copy, the
+tests' stand-in): the sha256 pin is checked all the same; what the lock records is the URL.
 """
 
 from __future__ import annotations
@@ -27,7 +35,9 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import re
 import sys
+import urllib.request
 from pathlib import Path
 
 MARKER = ".specbench-revision"
@@ -35,6 +45,11 @@ VERIFIED = ".specbench-verified.json"
 VERIFIED_SCHEMA = "specbench.verified/1"
 DATASET = ".specbench-dataset.json"
 DATASET_SCHEMA = "specbench.dataset/1"
+URL_RECORD = ".specbench-url.json"
+URL_SCHEMA = "specbench.url/1"
+#: a file pinned by URL is a small task file (GSM8K's test split is 0.7 MB); more is a mistake
+MAX_URL_BYTES = 64 * 1024 * 1024
+URL_TIMEOUT_S = 60
 
 
 def sha256(path: Path) -> str:
@@ -174,10 +189,86 @@ def fetch_dataset(
     return {"changed": True, "revision": revision, "file": file, "sha256": have}
 
 
+def _url_record(dest: Path) -> dict[str, str]:
+    """What an earlier run fetched into dest by URL (empty: absent or unreadable)."""
+    try:
+        data = json.loads((dest / URL_RECORD).read_text())
+    except (OSError, ValueError):
+        return {}
+    if not isinstance(data, dict) or data.get("schema") != URL_SCHEMA:
+        return {}
+    return {k: v for k, v in data.items() if isinstance(v, str)}
+
+
+def mirrored(url: str, mirrors: list[str]) -> str:
+    """Where to fetch `url` from: the first mirror whose prefix it starts with, else itself."""
+    for m in mirrors:
+        prefix, sep, to = m.partition("=")
+        if not sep or not prefix or not to:
+            sys.exit(f"--mirror {m!r}: want PREFIX=REPLACEMENT")
+        if url.startswith(prefix):
+            return to + url[len(prefix) :]
+    return url
+
+
+def _download(src: str, part: Path) -> str:
+    """The bytes at `src` into `part`; their sha256. OSError/ValueError on a failure."""
+    h = hashlib.sha256()
+    size = 0
+    with urllib.request.urlopen(src, timeout=URL_TIMEOUT_S) as answer, part.open("wb") as out:
+        for block in iter(lambda: answer.read(1 << 20), b""):
+            size += len(block)
+            if size > MAX_URL_BYTES:
+                raise ValueError(f"more than {MAX_URL_BYTES} bytes: not a task file")
+            h.update(block)
+            out.write(block)
+    return h.hexdigest()
+
+
+def fetch_url(
+    url: str, expected: str, dest: Path, check: bool, mirrors: list[str]
+) -> dict[str, object]:
+    """The file at `url` in dest, hash-checked; the JSON answer. Exits with a reason on a
+    failed download or a sha256 other than `expected`, leaving nothing behind."""
+    name = url.rsplit("/", 1)[-1]
+    if not url.startswith("https://") or not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", name):
+        sys.exit(f"--url {url!r} must be an https URL ending in a file name")
+    target = dest / name
+    want = None if expected == "unresolved" else expected
+    held = _url_record(dest)
+    if held.get("url") == url and held.get("file") == name and target.is_file():
+        have = sha256(target)
+        if have == held.get("sha256") and want in (None, have):
+            return {"changed": False, "url": url, "file": name, "sha256": have}
+    if check:
+        return {"changed": True, "url": url, "file": name, "sha256": want}
+    src = mirrored(url, mirrors)
+    via = f" (from the mirror {src})" if src != url else ""
+    dest.mkdir(parents=True, exist_ok=True)
+    part = dest / (name + ".part")
+    try:
+        have = _download(src, part)
+    except (OSError, ValueError) as err:  # urllib's errors are OSErrors; a bad URL, ValueError
+        part.unlink(missing_ok=True)
+        sys.exit(f"download of {url}{via} failed: {type(err).__name__}: {err}")
+    if want is not None and have != want:
+        part.unlink(missing_ok=True)
+        sys.exit(
+            f"{url}{via}: sha256 {have}, the experiment pins {want} (the file served is not "
+            "the one pinned)"
+        )
+    part.replace(target)
+    tmp = dest / (URL_RECORD + ".tmp")
+    body = {"schema": URL_SCHEMA, "url": url, "file": name, "sha256": have}
+    tmp.write_text(json.dumps(body, indent=1, sort_keys=True) + "\n")
+    tmp.replace(dest / URL_RECORD)
+    return {"changed": True, "url": url, "file": name, "sha256": have}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("--repo-id", required=True)
-    ap.add_argument("--revision", required=True)
+    ap.add_argument("--repo-id", default=None, help="the repository (not with --url)")
+    ap.add_argument("--revision", default=None, help="its pinned commit (not with --url)")
     ap.add_argument("--dest", required=True, type=Path)
     ap.add_argument("--check", action="store_true", help="report what would happen, change nothing")
     ap.add_argument(
@@ -195,9 +286,25 @@ def main() -> None:
     ap.add_argument(
         "--sha256",
         default="unresolved",
-        help="with --repo-type dataset: the file's pinned sha256 ('unresolved': record it)",
+        help="with --repo-type dataset or --url: the file's pinned sha256 ('unresolved': "
+        "record it)",
+    )
+    ap.add_argument("--url", default=None, help="fetch the one file at this https URL instead")
+    ap.add_argument(
+        "--mirror",
+        action="append",
+        default=[],
+        help="with --url: PREFIX=REPLACEMENT, fetch a URL that starts with PREFIX from there",
     )
     args = ap.parse_args()
+    if args.url is not None:
+        if args.repo_id or args.revision:
+            sys.exit("--url fetches one file: no --repo-id or --revision")
+        out = fetch_url(args.url, args.sha256, args.dest, args.check, args.mirror)
+        print(json.dumps(out))
+        return
+    if not args.repo_id or not args.revision:
+        sys.exit("--repo-id and --revision are required (or --url)")
     if args.repo_type == "dataset" and not args.file:
         sys.exit(f"{args.repo_id}: --repo-type dataset needs --file")
     if args.revision == "unresolved":
