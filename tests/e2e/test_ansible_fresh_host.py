@@ -1007,14 +1007,22 @@ def test_refuses_fewer_than_two_gpus_in_nvidia_smi(target: Target) -> None:
 # a dataset's file (--repo-type dataset) "hashes" to sha256(repo@revision:file).
 FAKE_VENV_PYTHON = """#!/bin/sh
 echo "$@" >> /tmp/sbans-fetch.log
-repo=""; rev=""; ref=""; kind=model; file=""
+repo=""; rev=""; ref=""; kind=model; file=""; url=""; sha=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --repo-id) repo="$2"; shift;; --revision) rev="$2"; shift;; --resolve-ref) ref="$2"; shift;;
     --repo-type) kind="$2"; shift;; --file) file="$2"; shift;;
+    --url) url="$2"; shift;; --sha256) sha="$2"; shift;;
   esac
   shift
 done
+if [ -n "$url" ]; then
+  # as fetch_model.py --url answers: the file's sha256 (the pinned one, as served)
+  [ "$sha" != unresolved ] || sha=$(printf %s "$url" | sha256sum | cut -c1-64)
+  printf '{"changed": true, "url": "%s", "file": "%s", "sha256": "%s"}\\n' \\
+    "$url" "${url##*/}" "$sha"
+  exit 0
+fi
 if [ "$rev" = unresolved ]; then
   [ -n "$ref" ] || { echo "unresolved without --resolve-ref" >&2; exit 1; }
   rev=$(printf %s "$repo@$ref" | sha1sum | cut -c1-40)
@@ -1086,6 +1094,9 @@ def test_model_revisions_resolve_once_into_the_pins_lock(target: Target) -> None
         "dataset": {"hf_id": "org/prompts", "revision": "unresolved", "file": "data/p.jsonl",
                     "sha256": "unresolved"},
     }  # fmt: skip
+    accuracy = with_dataset["workload"]["accuracy"]
+    task, url = accuracy["name"], accuracy["source"]["url"]
+    accuracy["source"]["sha256"] = "unresolved"
     extra = {**_models_vars(target), "experiment": with_dataset}
     lock_file = target.tmp / "pins.lock.yaml"
     lock_file.unlink(missing_ok=True)
@@ -1106,6 +1117,13 @@ def test_model_revisions_resolve_once_into_the_pins_lock(target: Target) -> None
     fetched = target.sh("grep -- '--repo-type dataset' /tmp/sbans-fetch.log").stdout
     assert "--dest /opt/specbench/models/datasets/hub-prompts" in fetched
     assert "--resolve-ref main" in fetched and "--sha256 unresolved" in fetched
+    # the seed's accuracy task (issue 48; its sha256 left unresolved here, as the dataset's):
+    # its file fetched by URL beside the weights, the sha256 it was served with recorded
+    by_url = target.sh("grep -- '--url ' /tmp/sbans-fetch.log").stdout
+    assert f"--url {url} --sha256 unresolved" in by_url
+    assert f"--dest /opt/specbench/models/datasets/{task}" in by_url
+    url_sha = hashlib.sha256(url.encode()).hexdigest()  # what the fake helper serves
+    assert (lock.urls[task].url, lock.urls[task].sha256) == (url, url_sha)
     # the second run: pinned to the lock, nothing resolved, the lock unchanged
     target.sh("rm -f /tmp/sbans-fetch.log")
     before = lock_file.read_text()
@@ -1114,6 +1132,7 @@ def test_model_revisions_resolve_once_into_the_pins_lock(target: Target) -> None
     fetched = target.sh("cat /tmp/sbans-fetch.log").stdout
     assert "--resolve-ref" not in fetched and lock.models["target"].revision in fetched
     assert f"--revision {rev}" in fetched and f"--sha256 {sha}" in fetched  # the dataset's pins
+    assert f"--url {url} --sha256 {url_sha}" in fetched  # the accuracy file's, from the lock
     assert lock_file.read_text() == before
     assert "Record the model and dataset commits in the pins lock." not in _changed_tasks(r)
     # the experiment now names another repository for the target: the lock entry is stale
