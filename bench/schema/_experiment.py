@@ -37,6 +37,16 @@ from bench.core import (
 
 EXPERIMENT_SCHEMA = "specbench.experiment/1"
 UNRESOLVED = "unresolved"
+
+
+def _sha256_or_unresolved(v: str) -> str:
+    if v != UNRESOLVED and not re.fullmatch(r"[0-9a-f]{64}", v):
+        raise ValueError("must be 64 lowercase hex digits or 'unresolved'")
+    return v
+
+
+#: a file's sha256 as a pin: 64 lowercase hex digits, or 'unresolved' (a first run records it)
+Sha256OrUnresolved = Annotated[str, AfterValidator(_sha256_or_unresolved)]
 EXPERIMENTS_DIR = Path(__file__).resolve().parents[1] / "experiments"
 
 _DIGEST_RE = re.compile(r"^sha256:[0-9a-f]{64}$")
@@ -76,19 +86,14 @@ class ImageBuild(StrictModel):
     base_image: str = Field(min_length=1)
     base_digest: str
     dockerfile: str = Field(min_length=1)
-    patch_sha256: str = Field(description="sha256 of the applied patch, or 'unresolved'")
+    patch_sha256: Sha256OrUnresolved = Field(
+        description="sha256 of the applied patch, or 'unresolved'"
+    )
 
     @field_validator("base_digest")
     @classmethod
     def _digest(cls, v: str) -> str:
         return _check_digest(v)
-
-    @field_validator("patch_sha256")
-    @classmethod
-    def _patch(cls, v: str) -> str:
-        if v != UNRESOLVED and not re.fullmatch(r"[0-9a-f]{64}", v):
-            raise ValueError("must be 64 lowercase hex digits or 'unresolved'")
-        return v
 
 
 def _check_digest(v: str) -> str:
@@ -222,14 +227,7 @@ class DatasetPin(StrictModel):
     hf_id: str = Field(pattern=r"^[\w.-]+/[\w.-]+$")
     revision: Revision
     file: DatasetFile
-    sha256: str = Field(description="sha256 of that file, or 'unresolved'")
-
-    @field_validator("sha256")
-    @classmethod
-    def _sha(cls, v: str) -> str:
-        if v != UNRESOLVED and not re.fullmatch(r"[0-9a-f]{64}", v):
-            raise ValueError("must be 64 lowercase hex digits or 'unresolved'")
-        return v
+    sha256: Sha256OrUnresolved = Field(description="sha256 of that file, or 'unresolved'")
 
 
 _FILE_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
@@ -281,14 +279,7 @@ class UrlPin(StrictModel):
     url: Annotated[str, AfterValidator(pinned_url)] = Field(
         description="https URL of the file; on GitHub its raw URL at a 40-hex commit"
     )
-    sha256: str = Field(description="sha256 of the file, or 'unresolved'")
-
-    @field_validator("sha256")
-    @classmethod
-    def _sha(cls, v: str) -> str:
-        if v != UNRESOLVED and not re.fullmatch(r"[0-9a-f]{64}", v):
-            raise ValueError("must be 64 lowercase hex digits or 'unresolved'")
-        return v
+    sha256: Sha256OrUnresolved = Field(description="sha256 of the file, or 'unresolved'")
 
     @property
     def file(self) -> str:

@@ -25,10 +25,10 @@ import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Final, Literal
+from typing import Annotated, Any, Final, Literal
 
 import yaml
-from pydantic import Field, ValidationError, field_validator
+from pydantic import AfterValidator, Field, ValidationError, field_validator
 
 from bench.core import (
     InputError,
@@ -57,6 +57,16 @@ PinSource = Literal["experiment", "lock", "unpinned"]
 DIGEST_FORM = re.compile(r"^sha256:[0-9a-f]{64}$")
 REVISION_FORM = re.compile(r"^[0-9a-f]{40}$")
 SHA256_FORM = re.compile(r"^[0-9a-f]{64}$")
+
+
+def _sha256(v: str) -> str:
+    if not SHA256_FORM.fullmatch(v):
+        raise ValueError("must be 64 lowercase hex digits")
+    return v
+
+
+#: a resolved file's sha256: 64 lowercase hex digits
+Sha256 = Annotated[str, AfterValidator(_sha256)]
 #: a host as an inventory or a hostname names it (a name, an IPv4 or IPv6 address); never
 #: empty, no space, no control character: it is a key of the lock and a line of `pins show`
 HOST_FORM = re.compile(r"^[A-Za-z0-9_\[][A-Za-z0-9_.:%\[\]-]{0,252}$")
@@ -123,34 +133,15 @@ class DatasetLock(ModelLock):
     commit its branch pointed at and the sha256 of the prompt file at that commit."""
 
     file: DatasetFile
-    sha256: str
-
-    @field_validator("sha256")
-    @classmethod
-    def _sha(cls, v: str) -> str:
-        if not SHA256_FORM.fullmatch(v):
-            raise ValueError("must be 64 lowercase hex digits")
-        return v
+    sha256: Sha256
 
 
 class UrlLock(StrictModel):
     """What a run resolved for a file pinned by URL (issue 48, an accuracy task's ``source``):
     the sha256 of the file the URL served, for an experiment that leaves it 'unresolved'."""
 
-    url: str
-    sha256: str
-
-    @field_validator("url")
-    @classmethod
-    def _url(cls, v: str) -> str:
-        return pinned_url(v)
-
-    @field_validator("sha256")
-    @classmethod
-    def _sha(cls, v: str) -> str:
-        if not SHA256_FORM.fullmatch(v):
-            raise ValueError("must be 64 lowercase hex digits")
-        return v
+    url: Annotated[str, AfterValidator(pinned_url)]
+    sha256: Sha256
 
 
 class PinsLock(StrictModel):
