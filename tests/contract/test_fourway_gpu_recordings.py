@@ -24,12 +24,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from gpu_recordings import PATCH_LINE, SKIP, SKIPPED, recomputed
 
 from bench.engines import get_engine
 from bench.engines._fatal import known_causes
-from bench.measure._acceptance import combine, delta
 from bench.measure._validity import scan_log
-from bench.schema import AcceptanceDelta, Payload
+from bench.schema import Payload
 
 pytestmark = pytest.mark.contract
 
@@ -41,13 +41,6 @@ ARCHIVE = (
 )
 NAME = "tiny-fourway-gpu-20261207-a"
 SGLANG = get_engine("sglang")
-SKIP = "draft_tensors_skipped"
-SKIPPED = {
-    f"model.layers.0.{n}.weight"
-    for n in ("q_proj", "k_proj", "v_proj", "o_proj", "mlp.gate_proj", "mlp.up_proj",
-              "mlp.down_proj")
-}  # fmt: skip
-PATCH_LINE = "specbench patch: Qwen3.5 MTP draft keeps the explicit"
 
 
 @pytest.fixture(scope="module")
@@ -64,21 +57,6 @@ def log(run: Path, name: str) -> str:
 
 def payload(run: Path, name: str) -> Payload:
     return Payload.model_validate_json((run / "payloads" / f"{name}.json").read_text())
-
-
-def recomputed(p: Payload) -> AcceptanceDelta:
-    """Acceptance from each measured iteration's raw before/after /metrics snapshots."""
-    windows = []
-    for it in p.evidence.iterations:
-        acc = it.acceptance
-        if it.warmup or acc is None or acc.before is None or acc.after is None:
-            continue
-        d = delta(p.engineName, acc.before, acc.after, p.engineFlags.specNumTokens)
-        assert d is not None, f"iteration {it.index}: no speculative counters"
-        windows.append(d)
-    total = combine(windows)
-    assert total is not None
-    return total
 
 
 def status(run: Path) -> dict[str, Any]:

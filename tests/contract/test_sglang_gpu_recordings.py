@@ -30,6 +30,7 @@ from typing import Any
 
 import httpx
 import pytest
+from gpu_recordings import PATCH_LINE, SKIP, SKIPPED, recomputed
 from prometheus_client.parser import text_string_to_metric_families
 
 from bench.emulator import formats, serve_in_thread
@@ -47,11 +48,9 @@ from bench.measure._acceptance import (
     SGLANG_GEN,
     SGLANG_REQS,
     SGLANG_VERIFY,
-    combine,
-    delta,
 )
 from bench.measure._validity import scan_log
-from bench.schema import AcceptanceDelta, Payload
+from bench.schema import Payload
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "sglang-gpu"
 SGLANG = get_engine("sglang")
@@ -59,14 +58,7 @@ GRAPHS = SGLANG.graph_patterns
 assert GRAPHS is not None
 ACCEPT = SGLANG.accept_length_pattern
 assert ACCEPT is not None
-#: the seed's 7 skipped MTP projections, under the names the draft's loader tried
-SKIPPED = {
-    f"model.layers.0.{n}.weight"
-    for n in ("q_proj", "k_proj", "v_proj", "o_proj", "mlp.gate_proj", "mlp.up_proj",
-              "mlp.down_proj")
-}  # fmt: skip
 DRAFT_LOAD = re.compile(r"Load weight end\. .*type=Qwen3_5ForCausalLMMTP(?P<rest>.*)$", re.M)
-PATCH_LINE = "specbench patch: Qwen3.5 MTP draft keeps the explicit"
 
 
 def log(name: str) -> str:
@@ -84,25 +76,6 @@ def payload(name: str) -> Payload:
 def status(name: str) -> dict[str, Any]:
     data: dict[str, Any] = json.loads((FIXTURES / "status" / f"{name}.json").read_text())
     return data
-
-
-SKIP = "draft_tensors_skipped"
-
-
-def recomputed(p: Payload) -> AcceptanceDelta:
-    """The run's acceptance from each measured iteration's raw before/after /metrics snapshots
-    (bench.measure's own delta), summed: what the stored figures must equal."""
-    windows = []
-    for it in p.evidence.iterations:
-        acc = it.acceptance
-        if it.warmup or acc is None or acc.before is None or acc.after is None:
-            continue
-        d = delta(p.engineName, acc.before, acc.after, p.engineFlags.specNumTokens)
-        assert d is not None, f"iteration {it.index}: no speculative counters in its snapshots"
-        windows.append(d)
-    total = combine(windows)
-    assert total is not None, "no measured window with raw snapshots"
-    return total
 
 
 def decode_lines(text: str) -> list[str]:

@@ -1,0 +1,33 @@
+"""What the GPU recordings' contract tests share (test_sglang_gpu_recordings.py,
+test_fourway_gpu_recordings.py): the seed's skipped MTP projections, the patch's log line, and
+acceptance recomputed from a payload's raw /metrics snapshots."""
+
+from __future__ import annotations
+
+from bench.measure._acceptance import combine, delta
+from bench.schema import AcceptanceDelta, Payload
+
+SKIP = "draft_tensors_skipped"
+#: the seed's 7 skipped MTP projections, under the names the draft's loader tried
+SKIPPED = {
+    f"model.layers.0.{n}.weight"
+    for n in ("q_proj", "k_proj", "v_proj", "o_proj", "mlp.gate_proj", "mlp.up_proj",
+              "mlp.down_proj")
+}  # fmt: skip
+PATCH_LINE = "specbench patch: Qwen3.5 MTP draft keeps the explicit"
+
+
+def recomputed(p: Payload) -> AcceptanceDelta:
+    """The run's acceptance from each measured iteration's raw before/after /metrics snapshots
+    (bench.measure's own delta), summed: what the stored figures must equal."""
+    windows = []
+    for it in p.evidence.iterations:
+        acc = it.acceptance
+        if it.warmup or acc is None or acc.before is None or acc.after is None:
+            continue
+        d = delta(p.engineName, acc.before, acc.after, p.engineFlags.specNumTokens)
+        assert d is not None, f"iteration {it.index}: no speculative counters in its snapshots"
+        windows.append(d)
+    total = combine(windows)
+    assert total is not None, "no measured window with raw snapshots"
+    return total
