@@ -28,7 +28,7 @@ from bench.tinymodel._gptq import GptqOptions, gptq_mtp_weights, gptq_quantizati
 from bench.tinymodel._gptq35 import gptq35_quantization_config, gptq_qwen35_weights
 from bench.tinymodel._qwen3next import qwen3_next_config, qwen3_next_weights
 from bench.tinymodel._qwen35 import check_mtp_head, qwen35_config, qwen35_weights
-from bench.tinymodel._qwen35vl import vl_config, vl_tensors
+from bench.tinymodel._qwen35vl import TINY_IMAGE_PROCESSOR, vl_config, vl_tensors
 from bench.tinymodel._safetensors import safetensors_bytes
 from bench.tinymodel._spec import TinyModel, TinyModels, TinyModelSpec
 from bench.tinymodel._tokenizer import (
@@ -218,7 +218,11 @@ def _write_gptq_mtp35(
     out["mtp35vl_gptq"] = _write_model(
         out_dir / "mtp35vl-gptq",
         made.dense,
-        texts | {"config.json": _json_text(vl_config(config))},
+        texts
+        | {
+            "config.json": _json_text(vl_config(config)),
+            "preprocessor_config.json": _json_text(TINY_IMAGE_PROCESSOR),
+        },
         "qwen3.5 mtp chain target, gptq 4-bit, bf16 mtp head, no rule about mtp.*, "
         "Qwen3_5ForConditionalGeneration layout (the mtp35-gptq tensors renamed)",
         spec,

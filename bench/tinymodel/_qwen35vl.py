@@ -12,9 +12,13 @@ without vision weights loads. The weights map as the published checkpoints' do
 ``lm_head.`` -> ``language_model.lm_head.``); the MTP draft (``Qwen3_5MTP``, chosen for
 ``model_type: qwen3_5`` at config/speculative.py:505-507) reads ``mtp.*`` and the target's
 embedding (models/qwen3_5_mtp.py:292-305). SGLang 0.5.17 loads the text-only layout
-(``Qwen3_5ForCausalLM``, models/qwen3_5_text.py); its ``Qwen3_5ForConditionalGeneration``
-always builds the vision tower and the image processor, so each engine gets the layout it
-serves, with byte-identical tensors.
+(``Qwen3_5ForCausalLM``, models/qwen3_5_text.py) for MTP; its DFLASH needs the
+conditional-generation class (the text-only wrapper lacks ``set_dflash_layers_to_capture``
+in 0.5.17, models/qwen3_5_text.py; 0.5.19 adds it), which always builds the vision tower
+(``quant_config=None``, models/qwen3_vl.py) and loads the image processor, so the folder ships
+``preprocessor_config.json`` as the published checkpoints do (transformers 5.12.1:
+``Can't load image processor`` without one). Each engine gets the layout it serves, with
+byte-identical tensors.
 """
 
 from __future__ import annotations
@@ -37,6 +41,20 @@ TINY_VISION: dict[str, Any] = {
     "patch_size": 16,
     "spatial_merge_size": 2,
     "temporal_patch_size": 2,
+}
+
+
+#: preprocessor_config.json of the layout: the image processor the published checkpoints name,
+#: its patch, temporal patch and merge sizes those of :data:`TINY_VISION`
+TINY_IMAGE_PROCESSOR: dict[str, Any] = {
+    "image_processor_type": "Qwen2VLImageProcessor",
+    "processor_class": "Qwen3VLProcessor",
+    "patch_size": TINY_VISION["patch_size"],
+    "temporal_patch_size": TINY_VISION["temporal_patch_size"],
+    "merge_size": TINY_VISION["spatial_merge_size"],
+    "image_mean": [0.5, 0.5, 0.5],
+    "image_std": [0.5, 0.5, 0.5],
+    "size": {"shortest_edge": 4096, "longest_edge": 1048576},
 }
 
 
