@@ -39,12 +39,12 @@ from bench.schema import LOCK_FILE, RunLock, read_payload
 
 PREFIX = "sbfleet-"
 CONFIG = "vllm-dflash"
-# B's steps take four times A's. At twice (0.25 against 0.5) one CI run under load 6-8 found B
-# slower at c=2 with p=0.061 (Holm 0.245): a stall of the shared CPUs adds the same seconds to
-# both hosts' streams, and narrows a 2x gap far more than a 4x one. A and C stay at 0.25: at
-# 0.125 (B 0.5) the next CI run found A no faster than B at c=8 (p=0.785): eight streams of
-# A's emulated tokens outran the loaded CPUs, and both hosts ran at the rate the CPUs allowed.
-SCALES = {"a": 0.25, "b": 1.0, "c": 0.25}
+# B's steps take four times A's; A and C are twins. Nothing here asserts that B comes out
+# slower (a figure of the machine's load: printed, measured by tests/bench_compare.py), so the
+# scales are as low as the kill test allows: B must still be serving after its first level.
+# At 0.25/1.0/0.25 the fleet was the longest group of CI's parallel phase (first run 619 s,
+# B's matrix alone ~4 min); at 0.1/0.4/0.1 B's matrix takes 40 % of that (issue 50).
+SCALES = {"a": 0.1, "b": 0.4, "c": 0.1}
 WHEELS = "/opt/sbfleet-wheels"
 PROVISION_TAGS = "provision,images,models"
 
@@ -123,7 +123,7 @@ class Fleet:
                 "ANSIBLE_FORKS": "5",
             },
             quiet=True,
-            timeout=1200,  # a hang guard: B's matrix alone takes ~4 min at scale 1
+            timeout=1200,  # a hang guard: B's matrix alone takes ~1.5 min at scale 0.4
         )
 
 
