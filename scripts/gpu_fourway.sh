@@ -177,7 +177,9 @@ fourway_vllm() { # MTP first: vLLM loading the seed's checkpoint shape is the ne
 fourway_sgl() {
   jitwait
   sgl_env patched
-  matrix $EXP --only sglang-baseline --only sglang-mtp --only sglang-dflash
+  # the configuration never measured first: a call cut short keeps what is new
+  matrix $EXP --only sglang-dflash
+  matrix $EXP --only sglang-baseline --only sglang-mtp
   sgl_env stock
   matrix $EXP --only sglang-mtp-stock
 }
