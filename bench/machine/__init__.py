@@ -16,6 +16,7 @@ from bench.machine._nvml import record_nvml
 from bench.machine._probe import BandwidthProbe, probe_bandwidth
 from bench.machine._provenance import (
     REPO_ROOT,
+    SOURCE_RECORD,
     ImageRef,
     Provenance,
     capture_provenance,
@@ -52,6 +53,7 @@ from bench.machine._smi import (
 __all__ = [
     "REPO_ROOT",
     "SMI_FIELDS",
+    "SOURCE_RECORD",
     "BandwidthProbe",
     "BandwidthSource",
     "ImageRef",

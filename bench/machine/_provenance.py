@@ -42,8 +42,9 @@ class GitInfo(StrictModel):
     branch: str | None = None
     via: str | None = Field(
         default=None,
-        description="how the SHA is known where the tree has no .git: the source record its "
-        "sender wrote (SOURCE_RECORD); None: read from the checkout itself",
+        description="how the SHA is known for a copied tree: the source record its sender "
+        "wrote (SOURCE_RECORD), which wins over a .git beside it; None: read from the "
+        "checkout itself",
     )
 
 
@@ -147,7 +148,25 @@ def _source_record(path: Path, notes: list[str]) -> GitInfo | None:
     except InputError as err:
         notes.append(f"{path.name}: unreadable source record ({err.reason})")
         return None
-    return info.model_copy(update={"via": info.via or f"{path.name} (no .git on this host)"})
+    return info.model_copy(update={"via": info.via or f"{path.name} (the sender's record)"})
+
+
+def _tree_source(repo_dir: Path, run: Runner, notes: list[str]) -> GitInfo | None:
+    """The tree's SHA and dirty flag. A source record (SOURCE_RECORD) wins over a .git beside
+    it: the sender wrote it for the files it copied, while a .git that came with a copy can be
+    older than them (the GPU four-way of 2026-12-07 ran from a copy whose .git stood at an
+    earlier commit, so git called the tree dirty). What git said then stays as a note."""
+    checkout = git_info(repo_dir, run)
+    record = _source_record(repo_dir / SOURCE_RECORD, notes)
+    if record is None:
+        return checkout
+    if checkout is not None and (checkout.sha, checkout.dirty) != (record.sha, record.dirty):
+        state = {True: " (dirty)", False: " (clean)", None: ""}[checkout.dirty]
+        notes.append(
+            f"git on this host says {checkout.sha}{state}; the tree was copied here at "
+            f"{record.sha} ({SOURCE_RECORD}), and that record is the one kept"
+        )
+    return record
 
 
 def docker_info(run: Runner = run_command) -> DockerInfo | None:
@@ -250,9 +269,7 @@ def capture_provenance(
     exp = None
     if experiment_path is not None:
         exp = ExperimentRef(path=str(experiment_path), sha256=sha256_file(experiment_path))
-    git = git_info(repo_dir, run) if repo_dir is not None else None
-    if git is None and repo_dir is not None:
-        git = _source_record(repo_dir / SOURCE_RECORD, notes)
+    git = _tree_source(repo_dir, run, notes) if repo_dir is not None else None
     if git is None:
         notes.append("not run from a git checkout: git SHA unknown")
     driver = cuda = None

@@ -77,6 +77,7 @@ from bench.schema import (
     ServedModels,
     SpeculationMode,
     TensorParallelEvidence,
+    read_payload,
 )
 
 interrupted = threading.Event()
@@ -505,6 +506,7 @@ def _sweep_levels(
             # An interrupted configuration resumes at the level in flight: finished
             # levels are never measured (or rewritten) again.
             outcome.payloads.append(arts.payload(cfg.name, k))
+            fold_verdict(outcome, k, read_payload(arts.payload(cfg.name, k)))
             done += per_level
             progress.advance(per_level)
             progress.log(f"{cfg.name} c={k}: finished earlier, skipped (--resume)")
@@ -633,14 +635,21 @@ def _judged(run: _Started, loaded: _Loaded, payload: Payload, window: str) -> Pa
     return payload.model_copy(update={"evidence": evidence})
 
 
-def _record_verdict(ctx: RunContext, name: str, k: int, payload: Payload, outcome: Outcome) -> None:
-    """Fold a written level's verdict into the configuration's outcome, and say it."""
+def fold_verdict(outcome: Outcome, k: int, payload: Payload) -> bool:
+    """Fold level ``k``'s verdict (its payload's validity and invalid reasons) into the
+    configuration's outcome: measured now or, on ``--resume``, kept from an earlier call."""
     valid = payload.evidence.validity.valid
     outcome.valid = valid if outcome.valid is None else (outcome.valid and valid)
     for r in payload.evidence.validity.reasons:
         line = f"c={k} {r.code}: {r.message}"
         if r.severity == "invalid" and line not in outcome.reasons:
             outcome.reasons.append(line)
+    return valid
+
+
+def _record_verdict(ctx: RunContext, name: str, k: int, payload: Payload, outcome: Outcome) -> None:
+    """Fold a written level's verdict into the configuration's outcome, and say it."""
+    valid = fold_verdict(outcome, k, payload)
     verdict = "valid" if valid else "INVALID"
     ctx.progress.log(f"{name} c={k}: {payload.tokSOut:.2f} tok/s, {verdict}")
 

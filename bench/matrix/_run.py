@@ -43,6 +43,7 @@ from bench.machine import (
 from bench.matrix._artifacts import Artifacts
 from bench.matrix._configuration import (
     RunContext,
+    fold_verdict,
     prestart_servers,
     run_configuration,
     sigterm_as_interrupt,
@@ -83,6 +84,7 @@ from bench.schema import (
     RunStatus,
     SuiteRecord,
     WeightsFile,
+    read_payload,
 )
 
 # -- helpers --------------------------------------------------------------------------------
@@ -404,7 +406,11 @@ def _run_one(ctx: RunContext, cfg: Configuration, per_level: int, outcomes: list
     expected = cfg.expect_invalid is not None
     if _finished_earlier(ctx, cfg):
         payloads = [arts.payload(cfg.name, k) for k in levels]
-        outcomes.append(Outcome(cfg.name, "skipped", payloads, expected_invalid=expected))
+        kept = Outcome(cfg.name, "skipped", payloads, expected_invalid=expected)
+        # its verdict is its payloads' (the GPU four-way's resumed calls once wrote valid: null)
+        for k, path in zip(levels, payloads, strict=True):
+            fold_verdict(kept, k, read_payload(path))
+        outcomes.append(kept)
         progress.advance(len(levels) * per_level)
         progress.log(f"{cfg.name}: finished earlier, skipped (--resume)")
         return

@@ -134,6 +134,9 @@ def test_killed_matrix_resumes_without_touching_finished_payloads(tmp_path: Path
     by_name = {o.name: o.status for o in result.outcomes}
     assert by_name["vllm-mtp"] == "skipped"
     assert by_name["sglang-baseline"] == "done"
+    # a configuration the resume skipped keeps its payloads' verdict in status.json
+    kept = json.loads((out / "status.json").read_text())["configurations"]["vllm-mtp"]
+    assert (kept["status"], kept["valid"], kept["reasons"]) == ("skipped", True, [])
     assert {p: sha256_file(p) for p in first} == before
     for name, levels in (("vllm-baseline", [1, 2]), ("sglang-baseline", [1, 2, 4])):
         for k in levels:

@@ -9,6 +9,7 @@ from pathlib import Path
 from bench.core import sha256_file
 from bench.machine import (
     REPO_ROOT,
+    SOURCE_RECORD,
     ImageRef,
     Provenance,
     Runner,
@@ -93,6 +94,35 @@ def test_nothing_known_is_null_not_guessed(tmp_path: Path) -> None:
     assert p.docker is None and p.containerToolkit is None
     assert p.driverVersion is None and p.experiment is None and p.images == []
     assert p.specbenchVersion and p.os
+
+
+def test_a_copied_trees_source_record_wins_over_a_stale_git(tmp_path: Path) -> None:
+    """A tree copied with an older .git: the sender's record names what was copied, git's
+    view (another SHA, dirty) stays as a note; without a record, git's view is kept."""
+    sent = {"sha": "f" * 40, "dirty": False, "branch": "main", "via": "gpu_fourway.sh prepare"}
+    p = capture_provenance(repo_dir=tmp_path, hardware=cpu_only(), command=[], run=fake_run(FULL))
+    assert p.git is not None and (p.git.sha, p.git.dirty, p.git.via) == (
+        FULL["git rev-parse HEAD"].strip(),
+        True,
+        None,
+    )
+    (tmp_path / SOURCE_RECORD).write_text(json.dumps(sent))
+    p = capture_provenance(repo_dir=tmp_path, hardware=cpu_only(), command=[], run=fake_run(FULL))
+    assert p.git is not None and (p.git.sha, p.git.dirty, p.git.via) == (
+        "f" * 40,
+        False,
+        "gpu_fourway.sh prepare",
+    )
+    assert p.notes == [
+        f"git on this host says {FULL['git rev-parse HEAD'].strip()} (dirty); the tree was "
+        f"copied here at {'f' * 40} ({SOURCE_RECORD}), and that record is the one kept"
+    ]
+    # no .git at all: the record, with how it is known
+    del sent["via"]
+    (tmp_path / SOURCE_RECORD).write_text(json.dumps(sent))
+    p = capture_provenance(repo_dir=tmp_path, hardware=cpu_only(), command=[], run=fake_run({}))
+    assert p.git is not None and p.git.via == f"{SOURCE_RECORD} (the sender's record)"
+    assert p.notes == []
 
 
 def test_clean_checkout_and_detached_head(tmp_path: Path) -> None:
