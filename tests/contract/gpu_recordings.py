@@ -1,11 +1,20 @@
 """What the GPU recordings' contract tests share (test_sglang_gpu_recordings.py,
 test_fourway_gpu_recordings.py): the seed's skipped MTP projections, the patch's log line, and
-acceptance recomputed from a payload's raw /metrics snapshots."""
+acceptance recomputed from a payload's raw /metrics snapshots, and reading a kept run folder."""
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+from typing import Any
+
 from bench.measure._acceptance import combine, delta
 from bench.schema import AcceptanceDelta, Payload
+
+KEPT = Path(__file__).resolve().parents[1] / "fixtures" / "gpu-runs"
 
 SKIP = "draft_tensors_skipped"
 #: the seed's 7 skipped MTP projections, under the names the draft's loader tried
@@ -31,3 +40,33 @@ def recomputed(p: Payload) -> AcceptanceDelta:
     total = combine(windows)
     assert total is not None, "no measured window with raw snapshots"
     return total
+
+
+def unpack(name: str, into: Path) -> Path:
+    """The kept run folder ``KEPT/<name>.tar.xz``, extracted under ``into``."""
+    with tarfile.open(KEPT / f"{name}.tar.xz") as tar:
+        tar.extractall(into, filter="data")
+    return into / name
+
+
+def log(run: Path, name: str) -> str:
+    return (run / "logs" / f"{name}.log").read_text(encoding="utf-8")
+
+
+def payload(run: Path, name: str) -> Payload:
+    return Payload.model_validate_json((run / "payloads" / f"{name}.json").read_text())
+
+
+def status(run: Path) -> dict[str, Any]:
+    data: dict[str, Any] = json.loads((run / "status.json").read_text())["configurations"]
+    return data
+
+
+def report(run: Path, out: Path) -> str:
+    """REPORT.md as today's ``specbench report`` renders the kept folder."""
+    subprocess.run(
+        [sys.executable, "-m", "bench", "report", str(run), "--out", str(out)],
+        check=True,
+        capture_output=True,
+    )
+    return (out / "REPORT.md").read_text(encoding="utf-8")

@@ -16,52 +16,34 @@ scripts/gpu_fourway_fixtures.py. Held here, on the CPU, in every CI run:
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
-import tarfile
 from pathlib import Path
-from typing import Any
 
 import pytest
-from gpu_recordings import PATCH_LINE, SKIP, SKIPPED, recomputed
+from gpu_recordings import (
+    PATCH_LINE,
+    SKIP,
+    SKIPPED,
+    log,
+    payload,
+    recomputed,
+    report,
+    status,
+    unpack,
+)
 
 from bench.engines import get_engine
 from bench.engines._fatal import known_causes
 from bench.measure._validity import scan_log
-from bench.schema import Payload
 
 pytestmark = pytest.mark.contract
 
-ARCHIVE = (
-    Path(__file__).resolve().parents[1]
-    / "fixtures"
-    / "gpu-runs"
-    / "tiny-fourway-gpu-20261207-a.tar.xz"
-)
 NAME = "tiny-fourway-gpu-20261207-a"
 SGLANG = get_engine("sglang")
 
 
 @pytest.fixture(scope="module")
 def run(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = tmp_path_factory.mktemp("fourway")
-    with tarfile.open(ARCHIVE) as tar:
-        tar.extractall(out, filter="data")
-    return out / NAME
-
-
-def log(run: Path, name: str) -> str:
-    return (run / "logs" / f"{name}.log").read_text(encoding="utf-8")
-
-
-def payload(run: Path, name: str) -> Payload:
-    return Payload.model_validate_json((run / "payloads" / f"{name}.json").read_text())
-
-
-def status(run: Path) -> dict[str, Any]:
-    data: dict[str, Any] = json.loads((run / "status.json").read_text())["configurations"]
-    return data
+    return unpack(NAME, tmp_path_factory.mktemp("fourway"))
 
 
 def test_the_seeds_bug_and_fix_with_cuda_graphs(run: Path) -> None:
@@ -124,13 +106,7 @@ def test_sglang_0_5_17_dflash_refuses_the_text_only_qwen3_5_class(run: Path) -> 
 def test_the_report_leads_with_the_finding_and_names_what_left_no_payload(
     run: Path, tmp_path: Path
 ) -> None:
-    out = tmp_path / "report"
-    subprocess.run(
-        [sys.executable, "-m", "bench", "report", str(run), "--out", str(out)],
-        check=True,
-        capture_output=True,
-    )
-    text = (out / "REPORT.md").read_text(encoding="utf-8")
+    text = report(run, tmp_path / "report")
     summary = text.split("## Executive summary", 1)[1].split("\n## ", 1)[0]
     assert "accepted 420 of 430 draft tokens (97.67%) and is valid" in summary
     assert "accepted 0 of 1270 draft tokens (0.00%) and is **INVALID**" in summary
