@@ -70,3 +70,15 @@ def report(run: Path, out: Path) -> str:
         capture_output=True,
     )
     return (out / "REPORT.md").read_text(encoding="utf-8")
+
+
+#: the summary's stock-vs-patched finding on the toy chain target, in both H100 series
+FINDING = (
+    "accepted 420 of 430 draft tokens (97.67%) and is valid",
+    "accepted 0 of 1270 draft tokens (0.00%) and is **INVALID**",
+)
+
+
+def section(text: str, heading: str) -> str:
+    """The body of the report's ``## heading`` section."""
+    return text.split(f"## {heading}", 1)[1].split("\n## ", 1)[0]
