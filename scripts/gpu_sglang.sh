@@ -80,6 +80,9 @@ prepare() {
   xz_dir "$root/$G/c/D.tar.xz" "$dl/x/d" .
   python3 -m pip install -q --no-deps --no-compile "${PLATFORMS[@]}" --target "$dl/x/w" \
     "$dl"/whl/*.whl
+  # jedi (33 MB unpacked, 3.3 MB packed) is optional to IPython (core/completer.py imports it in
+  # a try); without it the SGLang carry and the determinism models fit 64 MiB beside the tree
+  rm -rf "$dl/x/w/jedi" "$dl"/x/w/jedi-*.dist-info
   xz_dir "$root/$G/c/W.tar.xz" "$dl/x/w" .
   prepare_project
 }
