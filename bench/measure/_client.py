@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
+from bench.measure._merged import MERGED
 from bench.schema import RequestRecord
 
 EMULATOR_HEADER = "x-specbench-emulator"
@@ -573,7 +574,7 @@ def _account_tokens(rec: RequestRecord, stream: _Stream, sent: float, max_tokens
         if last > first:
             rec.decode_tok_s = (ct - 1) / (last - first)
         else:
-            rec.reasons.append("all tokens arrived in one chunk: decode rate undefined")
+            rec.reasons.append(MERGED)
 
 
 _TEXT_KEYS = ("content", "reasoning_content", "reasoning")

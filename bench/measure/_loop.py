@@ -45,6 +45,7 @@ from bench.measure._acceptance import (
 )
 from bench.measure._client import Connection, RawResponse, interpret_chat_stream, request
 from bench.measure._gcpause import gc_paused
+from bench.measure._merged import MERGED_RETRIES, merged_note, merged_only
 from bench.measure._probes import logprob_probes
 from bench.measure._promptset import PromptItem
 from bench.measure._request import (
@@ -412,7 +413,7 @@ async def measure_async(
     for i, (category, warmup) in enumerate(slots):
         if progress is not None:
             progress.iteration_started(i, total, warmup)
-        sent = await _send_iteration(spec, i, warmup, category, factory, cursor, warnings)
+        sent = await _send_measurable(spec, i, warmup, category, factory, cursor, warnings)
         is_emulator = is_emulator or sent.saw_emulator
         it, prompts = sent.record, sent.prompts
         if sent.before is not None and sent.after is not None:
@@ -469,6 +470,32 @@ async def _prompt_factory(spec: RunSpec) -> PromptFactory | None:
     return factory
 
 
+async def _send_measurable(
+    spec: RunSpec,
+    i: int,
+    warmup: bool,
+    category: str | None,
+    factory: PromptFactory | None,
+    cursor: dict[str, int],
+    warnings: list[str],
+) -> _Sent:
+    """Iteration ``i`` as ``_send_iteration`` sends it, sent again (at most MERGED_RETRIES
+    times) while every invalid stream of it arrived merged in one chunk; a measured iteration
+    of synthetic prompts only (bench/measure/_merged.py says why)."""
+    sent = await _send_iteration(spec, i, warmup, category, factory, cursor, warnings)
+    discarded: list[str] = []
+    for attempt in range(MERGED_RETRIES):
+        if warmup or factory is None or not merged_only(sent.record):
+            break
+        discarded.append(merged_note(sent.record, attempt))
+        sent = await _send_iteration(
+            spec, i, warmup, category, factory, cursor, warnings, aside=True
+        )
+    warnings += discarded
+    sent.record.discarded = discarded
+    return sent
+
+
 class _Sent(NamedTuple):
     """One iteration as last sent: its record and prompts, the /metrics scrapes around it
     (None for a warmup), and whether any response or scrape came from the emulator."""
@@ -488,16 +515,18 @@ async def _send_iteration(
     factory: PromptFactory | None,
     cursor: dict[str, int],
     warnings: list[str],
+    aside: bool = False,
 ) -> _Sent:
     """Iteration ``i`` between two scrapes of /metrics (none for a warmup), sent again while
-    the server refuses it with 429/503 and a Retry-After (at most RETRIES times)."""
+    the server refuses it with 429/503 and a Retry-After (at most RETRIES times); with
+    ``aside``, synthetic prompts from outside the seeded sequence."""
     saw_emulator = False
     for attempt in range(RETRIES + 1):
         # fresh prompts on a retry too: streams of the refused attempt that were served
         # left their prompts in the server's prefix cache
         items: list[PromptItem] | None = None
         if factory is not None:
-            prompts = [factory.build() for _ in range(spec.concurrency)]
+            prompts = [factory.build(aside) for _ in range(spec.concurrency)]
         else:
             items = _next_items(spec, category or "", cursor)
             prompts = [item.text() for item in items]

@@ -148,6 +148,9 @@ class PromptFactory:
         # Measured prompts draw from ``nonces``; calibration probes never do, so the prompt
         # sequence does not depend on how many probes a server needed.
         self._nonces = nonces or random.Random(secrets.randbits(64))
+        # an iteration measured again draws from here: the sequence above stays aligned with
+        # the other configurations' (bench/measure/_merged.py)
+        self._aside = random.Random(secrets.randbits(64))
         self.overhead: int | None = None  # template tokens (tokenizer mode)
         self.words: int | None = None  # filler words (server mode)
         self._filler = filler_words(max(64, target * 2))
@@ -203,9 +206,10 @@ class PromptFactory:
             "or --allow-prompt-mismatch",
         )
 
-    def build(self) -> str:
-        """The next prompt (next nonce of the sequence) sized to the target."""
-        nonce = new_nonce(self._nonces)
+    def build(self, aside: bool = False) -> str:
+        """The next prompt (next nonce of the sequence, or with ``aside`` a fresh nonce from
+        outside it) sized to the target."""
+        nonce = new_nonce(self._aside if aside else self._nonces)
         if self.counter is None:
             if self.words is None:
                 raise RuntimeError("calibrate() first")

@@ -227,6 +227,13 @@ class IterationRecord(MutableModel):
         description="the server's own mean TTFT over this window (its TTFT histogram's deltas)",
     )
     reasons: list[str] = Field(default_factory=list)
+    discarded: list[str] = Field(
+        default_factory=list,
+        exclude_if=_absent,
+        description="why each earlier attempt of this iteration was discarded (its streams "
+        "arrived merged); when any, the recorded attempt's prompts are from outside the "
+        "seeded sequence and pair with no other configuration's",
+    )
 
     @property
     def valid(self) -> bool:

@@ -3,17 +3,19 @@
 On two loaded cores (and at times on a quiet one: CI's engine phase, 2026-12-07) vLLM's CPU
 API server falls behind its engine core and hands a stream's deltas over merged: every token
 arrives in one chunk, the decode rate is undefined and the payload rightly invalid
-(``invalid_iteration``). That is the machine's doing, not the engine's: a fixture resumes the
-run, as a user would, and ``--resume`` measures every invalid level again. Any other
-invalidity is left for the tests to fail on (issue 50, item 1)."""
+(``invalid_iteration``). That is the machine's doing, not the engine's. The measured loop
+sends such an iteration of synthetic prompts again, twice at most (``bench/measure/_merged.py``);
+what is left (a prompt set's iteration, which cannot be sent again without a prefix-cache hit,
+or one merged three times) a fixture resumes, as a user would: ``--resume`` measures every
+invalid level again. Any other invalidity is left for the tests to fail on (issue 50, item 1)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from bench.schema import read_payload
+from bench.measure._merged import MERGED
+from bench.schema import Payload, read_payload
 
-MERGED = "all tokens arrived in one chunk"
 #: resumes a fixture allows for merged streams before its tests see what is left
 RESUMES = 2
 
@@ -35,3 +37,16 @@ def merged_only(out: Path) -> list[str]:
         ):
             names.append(path.name)
     return names
+
+
+def resent(payload: Payload) -> set[int]:
+    """The measured iterations of ``payload`` sent again because their streams arrived merged:
+    their recorded prompts are from outside the seeded sequence (bench/measure/_merged.py)."""
+    return {it.index for it in payload.evidence.iterations if it.discarded and not it.warmup}
+
+
+def unpaired(base: Payload, run: Payload) -> int:
+    """Requests of ``run`` that cannot pair with ``base``'s: one iteration's worth for each
+    iteration either run sent again with prompts outside the seeded sequence."""
+    c = run.evidence.workload.concurrency
+    return c * len(resent(base) | resent(run))

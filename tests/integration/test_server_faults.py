@@ -120,6 +120,58 @@ def test_429_with_retry_after_in_an_iteration_is_sent_again(
     assert note.startswith("iteration 0: the server answered HTTP 429 (Retry-After: 0)")
 
 
+def merged(writes: list[Write]) -> list[Write]:
+    """The answer's bytes in one write: every token reaches the client in one read, as from
+    an API server that fell behind its engine core."""
+    return [b"".join(w for w in writes if isinstance(w, bytes))]
+
+
+def test_an_iteration_whose_streams_arrived_merged_is_measured_again(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    prompts: list[str] = []
+
+    def behind(body: dict[str, Any], n: int) -> list[Write]:
+        w = sse(stream_events(body))
+        if not measured(body):
+            return w
+        prompts.append(body["messages"][-1]["content"])
+        return merged(w) if len(prompts) == 1 else w
+
+    with RawEngine(chat=behind) as eng:
+        code, err, p = run(eng, tmp_path, capsys)
+    assert code == 0, err
+    assert p is not None and p["evidence"]["validity"]["valid"]
+    # iteration 0 twice (the merged attempt discarded), then iteration 1
+    assert len(prompts) == 3 and len(set(prompts)) == 3
+    (note,) = [w for w in p["evidence"]["warnings"] if "arrived in one chunk" in w]
+    assert note.startswith("iteration 0: 1/1 stream(s) (index 0) arrived in one chunk")
+    assert "attempt 1 discarded" in note
+    kept = [r["output_sha256"] for it in p["evidence"]["iterations"] for r in it["requests"]]
+    assert len(kept) == 2  # the payload holds the attempt it measured, once per iteration
+
+
+def test_streams_that_always_arrive_merged_end_invalid_after_two_more_attempts(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    sent: list[int] = []
+
+    def always(body: dict[str, Any], n: int) -> list[Write]:
+        w = sse(stream_events(body))
+        if measured(body):
+            sent.append(n)
+            return merged(w)
+        return w
+
+    with RawEngine(chat=always) as eng:
+        code, _err, p = run(eng, tmp_path, capsys)
+    assert code == 1
+    assert len(sent) == 6  # each of the two iterations sent three times
+    assert "all tokens arrived in one chunk" in reasons(p)["invalid_iteration"]
+    notes = [w for w in p["evidence"]["warnings"] if "arrived in one chunk" in w]  # type: ignore[index]
+    assert [n.split(":")[0] for n in notes] == ["iteration 0"] * 2 + ["iteration 1"] * 2
+
+
 @pytest.mark.parametrize("status", [429, 503])
 def test_a_server_that_keeps_refusing_exits_3_not_2(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], status: int

@@ -107,3 +107,18 @@ def test_seeded_prompts_repeat_across_servers_and_never_within_one() -> None:
     d = PromptFactory(100, None, nonce_stream(None, concurrency=4))
     asyncio.run(d.calibrate(server))
     assert d.build() not in first
+
+
+def test_a_prompt_built_aside_leaves_the_seeded_sequence_where_it_was() -> None:
+    """An iteration measured again (its streams arrived merged) takes prompts from outside
+    the seeded sequence: every later iteration still gets the prompts the other servers get."""
+    a = PromptFactory(100, None, nonce_stream(7, concurrency=2))
+    b = PromptFactory(100, None, nonce_stream(7, concurrency=2))
+    asyncio.run(a.calibrate(server))
+    asyncio.run(b.calibrate(server))
+    first = [a.build(), a.build()]
+    again = [a.build(aside=True), a.build(aside=True)]
+    later = [a.build(), a.build()]
+    assert [b.build() for _ in range(4)] == first + later
+    assert not set(again) & set(first + later) and len(set(again)) == 2
+    assert all(words(p) + OVERHEAD == 100 for p in again)
