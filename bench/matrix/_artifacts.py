@@ -154,17 +154,25 @@ class Artifacts:
     def finished(self, config: str, levels: list[int], accept_invalid: bool) -> bool:
         """True when every level has a payload the run vouched for (SHA256SUMS), readable and
         valid (or, for a configuration expected to be invalid, merely complete)."""
+        return self.finished_payloads(config, levels, accept_invalid) is not None
+
+    def finished_payloads(
+        self, config: str, levels: list[int], accept_invalid: bool
+    ) -> list[Payload] | None:
+        """Each level's payload, read once, when ``finished`` holds; else None."""
+        got = []
         for k in levels:
             path = self.payload(config, k)
             if not path.exists() or self.distrust(config, k) is not None:
-                return False
+                return None
             try:
                 p = read_payload(path)
             except InputError:
-                return False
+                return None
             if not p.evidence.validity.valid and not accept_invalid:
-                return False
-        return True
+                return None
+            got.append(p)
+        return got
 
     def files(self) -> list[Path]:
         """Every artifact file (hidden temporaries and SHA256SUMS itself excluded), sorted."""

@@ -77,7 +77,6 @@ from bench.schema import (
     ServedModels,
     SpeculationMode,
     TensorParallelEvidence,
-    read_payload,
 )
 
 interrupted = threading.Event()
@@ -502,11 +501,12 @@ def _sweep_levels(
     done = 0
     to_probe: list[tuple[int, RunSpec, Measured]] = []
     for k in exp.levels_for(cfg):
-        if opts.resume and arts.finished(cfg.name, [k], accept_invalid=expected):
+        earlier = arts.finished_payloads(cfg.name, [k], expected) if opts.resume else None
+        if earlier is not None:
             # An interrupted configuration resumes at the level in flight: finished
             # levels are never measured (or rewritten) again.
             outcome.payloads.append(arts.payload(cfg.name, k))
-            fold_verdict(outcome, k, read_payload(arts.payload(cfg.name, k)))
+            fold_verdict(outcome, k, earlier[0])
             done += per_level
             progress.advance(per_level)
             progress.log(f"{cfg.name} c={k}: finished earlier, skipped (--resume)")

@@ -78,13 +78,13 @@ from bench.schema import (
     Experiment,
     Hardware,
     ModelBytes,
+    Payload,
     PinnedExperiment,
     RunLock,
     RunOverrides,
     RunStatus,
     SuiteRecord,
     WeightsFile,
-    read_payload,
 )
 
 # -- helpers --------------------------------------------------------------------------------
@@ -390,9 +390,12 @@ def _note_no_accuracy(ctx: RunContext) -> None:
         )
 
 
-def _finished_earlier(ctx: RunContext, cfg: Configuration) -> bool:
-    """``--resume`` and every level of ``cfg`` already has its payload: nothing to run."""
-    return ctx.opts.resume and ctx.arts.finished(
+def _finished_earlier(ctx: RunContext, cfg: Configuration) -> list[Payload] | None:
+    """With ``--resume``, every level's payload of ``cfg`` when all are there (nothing to
+    run); else None."""
+    if not ctx.opts.resume:
+        return None
+    return ctx.arts.finished_payloads(
         cfg.name, ctx.exp.levels_for(cfg), accept_invalid=cfg.expect_invalid is not None
     )
 
@@ -404,12 +407,13 @@ def _run_one(ctx: RunContext, cfg: Configuration, per_level: int, outcomes: list
     arts, progress = ctx.arts, ctx.progress
     levels = ctx.exp.levels_for(cfg)
     expected = cfg.expect_invalid is not None
-    if _finished_earlier(ctx, cfg):
+    earlier = _finished_earlier(ctx, cfg)
+    if earlier is not None:
         payloads = [arts.payload(cfg.name, k) for k in levels]
         kept = Outcome(cfg.name, "skipped", payloads, expected_invalid=expected)
         # its verdict is its payloads' (the GPU four-way's resumed calls once wrote valid: null)
-        for k, path in zip(levels, payloads, strict=True):
-            fold_verdict(kept, k, read_payload(path))
+        for k, read in zip(levels, earlier, strict=True):
+            fold_verdict(kept, k, read)
         outcomes.append(kept)
         progress.advance(len(levels) * per_level)
         progress.log(f"{cfg.name}: finished earlier, skipped (--resume)")

@@ -158,8 +158,8 @@ def top2(entry: TokenLogprobs) -> list[TopLogprob]:
     """The two best candidates by logprob, each token once; on an exact tie the token the
     engine emitted first (a greedy pick is one of the tied top-1s whatever order the engine
     lists them in: vLLM lists the sampled token first, SGLang 0.5.17 on an H100 listed the
-    other first at all 62 exact ties of tests/fixtures/gpu-determinism), then the engine's
-    order."""
+    other first at all 62 exact ties of tests/fixtures/gpu-runs/tiny-sglang-gpu-determinism),
+    then the engine's order."""
     seen: set[str] = set()
     out: list[TopLogprob] = []
     for t in sorted(entry.top, key=lambda t: (-t.logprob, t.token != entry.token)):
@@ -232,12 +232,12 @@ def classify(
         # beyond the threshold in one run; unlisted, it may sit just under the listed ones
         least = max(_least_gap(b, s.token), _least_gap(s, b.token))
         if least <= threshold:
-            return unclassified(
+            why = (
                 "the two tokens are not each other's runner-up, but each lies within "
                 f"{least:.4f} nats of the other run's top-1 as far as its listed candidates "
-                "show (three or more tied?): more top logprobs would tell",
-                at,
+                "show (three or more tied?): more top logprobs would tell"
             )
+            return check.model_copy(update={"verdict": "unclassified", "why": why})
         why = f"the two tokens are not each other's runner-up (at least {least:.4f} nats apart)"
     else:
         return check.model_copy(

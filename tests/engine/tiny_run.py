@@ -92,7 +92,9 @@ class ProbedServer:
 
 
 #: the level whose first measured iteration the kill lands in (the baseline's second level)
-KILLED_CONFIG, KILLED_LEVEL = "baseline", 2
+#: the configuration killed, and its levels the killer watches in turn (c=4 only when a
+#: loaded machine let every iteration of c=2 pass before a look could land in it)
+KILLED_CONFIG, KILLED_LEVELS = "baseline", (2, 4)
 #: vLLM's own count of the tokens it generated (vllm/v1/metrics/loggers.py)
 GENERATED = re.compile(r"^vllm:generation_tokens_total\{[^}]*\} (\S+)$", re.MULTILINE)
 
@@ -107,9 +109,10 @@ class Kill:
     """What the mid-iteration kill saw (the tests check it landed inside the streams)."""
 
     iteration: int | None = None  # the measured iteration whose streams it cut
+    level: int | None = None  # the concurrency level that iteration was of
     generated_before: float | None = None  # the engine's generated tokens as that one began
     generated_at_kill: float | None = None  # ... at the look that fired the kill
-    passed: list[int] = field(default_factory=list)  # measured iterations seen too late, let go
+    passed: list[tuple[int, int]] = field(default_factory=list)  # (level, iteration) let go
     error: str | None = None
 
 
@@ -120,7 +123,8 @@ class EngineTierLauncher(DockerLauncher):
 
     The kill is pinned to what the engine itself reports, never to a moment predicted: the
     measurement's progress hook says when each measured iteration of the baseline's c=2 level
-    begins (before its streams are sent) and ends, and the engine's generated-token counter is
+    (then c=4, if every one of c=2 went by too fast to be seen) begins (before its streams are
+    sent) and ends, and the engine's generated-token counter is
     read then. A killer thread watches the counter and kills the container at the first look
     that shows every stream of the iteration under way (2 tokens each) with at least half of
     the iteration's tokens still to come. A look that comes later than that (a loaded machine
@@ -134,8 +138,8 @@ class EngineTierLauncher(DockerLauncher):
         self.probe = BaselineProbe()
         self.kill = Kill()
         self.first_baseline: DockerServer | None = None
-        #: (index, generated tokens as it began) of the measured iteration under way
-        self.under_way: tuple[int, float] | None = None
+        #: (level's spec, index, generated tokens as it began) of the iteration under way
+        self.under_way: tuple[RunSpec, int, float] | None = None
         self.killer: threading.Thread | None = None
 
     def start(self, spec: ContainerSpec, log_path: Path) -> Server:
@@ -158,38 +162,40 @@ class EngineTierLauncher(DockerLauncher):
         except OSError as err:
             self.kill.error = f"metrics as iteration {index} began: {err}"
             return
-        self.under_way = (index, before)
+        self.under_way = (spec, index, before)
         if self.killer is None:
             self.killer = threading.Thread(
-                target=self.kill_mid_iteration, args=(spec, server), daemon=True
+                target=self.kill_mid_iteration, args=(server,), daemon=True
             )
             self.killer.start()
 
     def iteration_ended(self, index: int) -> None:
-        if self.under_way is not None and self.under_way[0] == index:
+        if self.under_way is not None and self.under_way[1] == index:
             self.under_way = None
 
-    def kill_mid_iteration(self, spec: RunSpec, server: DockerServer) -> None:
-        first_tokens = 2 * spec.concurrency  # a couple of tokens for each stream
-        half = spec.concurrency * spec.max_tokens / 2
-        deadline = time.monotonic() + 600  # a hang guard, not a timing bound
+    def kill_mid_iteration(self, server: DockerServer) -> None:
+        deadline = time.monotonic() + 900  # a hang guard, not a timing bound
         try:
             while time.monotonic() < deadline and self.kill.error is None:
                 looked_at = self.under_way
                 if looked_at is None:
                     time.sleep(0.005)
                     continue
-                index, before = looked_at
+                spec, index, before = looked_at
+                first_tokens = 2 * spec.concurrency  # a couple of tokens for each stream
+                half = spec.concurrency * spec.max_tokens / 2
                 now = generated_tokens(spec.base_url)
                 if now < before + first_tokens:
                     time.sleep(0.005)
                     continue
                 if now > before + half or self.under_way != looked_at:
-                    self.kill.passed.append(index)  # seen too late: the next one is watched
+                    # seen too late: the next one is watched
+                    self.kill.passed.append((spec.concurrency, index))
                     while self.under_way == looked_at and time.monotonic() < deadline:
                         time.sleep(0.005)
                     continue
                 self.kill.iteration, self.kill.generated_before = index, before
+                self.kill.level = spec.concurrency
                 self.kill.generated_at_kill = now
                 server.container.kill()
                 return
@@ -224,7 +230,7 @@ def run_with_a_mid_iteration_kill(
     real = configuration.measure_level
 
     def measure_level(spec: RunSpec, progress: ProgressSink | None = None, **kw: Any) -> Measured:
-        if (spec.config_name, spec.concurrency) == (KILLED_CONFIG, KILLED_LEVEL):
+        if spec.config_name == KILLED_CONFIG and spec.concurrency in KILLED_LEVELS:
             progress = ArmingSink(progress, spec, launcher)
         return real(spec, progress, **kw)
 
@@ -235,9 +241,9 @@ def run_with_a_mid_iteration_kill(
 
 class TinyRun(NamedTuple):
     out: Path
-    first: MatrixResult  # the run whose baseline container was killed mid-iteration at c=2
+    first: MatrixResult  # the run whose baseline container was killed mid-iteration
     first_valid_sha256: dict[str, str]  # each valid payload the first run wrote, by name
-    killed: Payload | None  # the baseline's c=2 payload as the killed run wrote it
+    killed: Payload | None  # the killed level's payload as the killed run wrote it
     kill: Kill
     resumed: MatrixResult
     probe: BaselineProbe  # the resumed baseline server, probed before it stopped
@@ -261,8 +267,8 @@ def make_tiny_run(
         for p in sorted((out / "payloads").glob("*.json"))
         if read_payload(p).evidence.validity.valid
     }
-    c2 = out / "payloads" / f"{KILLED_CONFIG}-c{KILLED_LEVEL}.json"
-    killed = read_payload(c2) if c2.exists() else None
+    cut = out / "payloads" / f"{KILLED_CONFIG}-c{launcher.kill.level}.json"
+    killed = read_payload(cut) if launcher.kill.level is not None and cut.exists() else None
     resumed = run_tiny(out, models, [], launcher=launcher, resume=True)
     for _ in range(RESUMES):  # levels the machine made unmeasurable: merged_streams.py
         merged = merged_only(out)
@@ -276,7 +282,7 @@ def make_tiny_run(
     print(f"\ntiny matrix with a baseline killed mid-iteration and a resume: {took:.0f} s")
     k = launcher.kill
     print(
-        f"the kill: iteration {k.iteration} at c={KILLED_LEVEL}, engine tokens {k.generated_before}"
+        f"the kill: iteration {k.iteration} at c={k.level}, engine tokens {k.generated_before}"
         f" -> {k.generated_at_kill}; let go first: {k.passed or 'none'}; error: {k.error}"
     )
     render_report(out, out / "report")

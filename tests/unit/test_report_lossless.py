@@ -122,7 +122,7 @@ def test_a_token_that_is_not_the_runs_own_top1_is_real_whatever_the_gap() -> Non
 def test_an_exact_tie_listed_in_the_other_order_is_the_emitted_tokens_top1() -> None:
     # SGLang on an H100: the run emitted "ri", tied to the bit with " number", and listed
     # " number" first; the baseline's " number" led by one bf16 step (the GPU recording's
-    # first divergence, tests/fixtures/gpu-determinism)
+    # first divergence, tests/fixtures/gpu-runs/tiny-sglang-gpu-determinism.tar.xz)
     base = probe("p", "x", tok(" number", (" number", -2.2135), ("ri", -2.2448)))
     spec = probe("p", "y", tok("ri", (" number", -2.2183), ("ri", -2.2183)))
     c = classify(base, spec)
