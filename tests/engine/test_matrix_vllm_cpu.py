@@ -16,9 +16,9 @@
 - the client's TTFT against the engine's own TTFT histogram over the same windows (never
   below it; how far above is a figure: tests/bench_engine_ttft.py);
 - killing the engine container in the middle of a measured iteration (a measured iteration
-  of the baseline at c=2, or c=4 when c=2 went by unseen, its streams under way as the engine's own counter shows): the
-  configuration fails naming the cut
-  streams and the server's exit, no traceback; every earlier payload stays byte for byte, and
+  of the baseline at c=2, or c=4 when c=2 went by unseen, its streams under way as the
+  engine's own counter shows): the configuration fails naming the cut streams and the
+  server's exit, no traceback; every earlier payload stays byte for byte, and
   --resume measures that level again, exactly (the cut streams' text is the start of the
   same prompts' greedy answers);
 - the kernel build each server ran (vLLM's own run-time dispatch, logged by the image) is the
