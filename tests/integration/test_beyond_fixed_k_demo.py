@@ -22,8 +22,12 @@ ONLY = [
     "vllm-dflash", "vllm-dflash-synthetic", "sglang-dflash", "sglang-dflash-synthetic",
     "vllm-mtp-fly", "sglang-dflash-adaptive", "vllm-baseline", "sglang-baseline",
 ]  # fmt: skip
+# prompt_seed pinned: the emulator's FLy leaves the target's output at a point drawn from the
+# prompt (bench/emulator/engine.py:lossy_start), so with a seed drawn per run its two 32-token
+# timed outputs were at times both still the baseline's and the gate read "FAIL (accuracy)"
+# (1 of 6 runs here, one CI red); seed 1's prompts part inside the 32 tokens
 WORKLOAD = {"max_tokens": 32, "warmup": 0, "iterations": 2, "concurrency": [1],
-            "logprob_probes": 0}  # fmt: skip
+            "logprob_probes": 0, "prompt_seed": 1}  # fmt: skip
 
 
 @pytest.fixture(scope="module")
@@ -103,6 +107,16 @@ def test_every_configuration_answers_the_accuracy_task(demo: Any) -> None:
             assert right == fly_right < len(prompts)
         elif "synthetic" not in name:
             assert right == len(prompts), name
+    timed = [
+        (r.output_sha256, b.output_sha256)
+        for it, bit in zip(
+            payloads["vllm-mtp-fly"].evidence.iterations,
+            payloads["vllm-baseline"].evidence.iterations,
+            strict=True,
+        )
+        for r, b in zip(it.requests, bit.requests, strict=True)
+    ]
+    assert any(f != b for f, b in timed)  # what "and greedy" below stands on
     gate = report.split("## Accuracy gate", 1)[1].split("\n## ", 1)[0]
     assert (
         "| vllm-dflash | prefix | 12 of 12 | 100.0 % |" in gate
