@@ -13,9 +13,14 @@ FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "payloads" / "vllm-
 
 
 def spoil(
-    reason: str = ONE_READ, *, same_stamps: bool = True, code: str = "invalid_iteration"
+    reason: str = ONE_READ,
+    *,
+    same_stamps: bool = True,
+    code: str = "invalid_iteration",
+    beside: tuple[ValidityReason, ...] = (),
 ) -> Payload:
-    """The fixture's first measured iteration, one request invalid for ``reason``."""
+    """The fixture's first measured iteration, one request invalid for ``reason``, with the
+    run-level reasons ``beside`` after it."""
     p = read_payload(FIXTURE)
     it = next(i for i in p.evidence.iterations if not i.warmup)
     r = it.requests[0]
@@ -24,7 +29,8 @@ def spoil(
     r.reasons = [reason]
     it.reasons = [f"1/{len(it.requests)} requests invalid; stream 0: {reason}"]
     reason_of_run = ValidityReason(code=code, message=f"iteration {it.index}: ...")
-    validity = p.evidence.validity.model_copy(update={"valid": False, "reasons": [reason_of_run]})
+    reasons = [reason_of_run, *beside]
+    validity = p.evidence.validity.model_copy(update={"valid": False, "reasons": reasons})
     return p.model_copy(update={"evidence": p.evidence.model_copy(update={"validity": validity})})
 
 
@@ -42,3 +48,12 @@ def test_every_other_cause_still_counts() -> None:
     p.evidence.iterations[-1].requests[0].error = "stream broken: reset"
     p.evidence.iterations[-1].reasons = ["1/1 requests invalid; stream 0: stream broken"]
     assert not spoiled_only_by_load(p)
+
+
+def test_a_warning_beside_it_is_no_cause() -> None:
+    """vLLM's CPU build runs eager: every engine-tier payload carries the warning
+    ``cuda_graphs_not_captured``, which invalidates nothing (loaded run of 2026-12-07)."""
+    eager = ValidityReason(code="cuda_graphs_not_captured", message="ran eager", severity="warning")
+    assert spoiled_only_by_load(spoil(beside=(eager,)))
+    also = ValidityReason(code="zero_acceptance", message="no draft accepted", severity="invalid")
+    assert not spoiled_only_by_load(spoil(beside=(eager, also)))
