@@ -134,13 +134,13 @@ def test_each_categorys_counters_are_what_the_construction_implies(
         assert req is not None and req.source == "vllm metrics.speculative_decoding", cat
         assert (req.verify_steps, req.draft_tokens, req.accepted_tokens) == tuple(want), cat
         assert req.agrees_with_counters is True and req.requests == kept, cat
-        rate = acc.acceptance_rate
+        accepted = acc.acceptance_rate
         if cat == "copy":
-            assert rate == 1.0
+            assert accepted == 1.0
         elif cat == "fresh":
             assert acc.draft_tokens == 0
         elif kept == len(categories_run.expected[cat]):  # a subset may reject nothing
-            assert rate is not None and 0 < rate < 1
+            assert accepted is not None and 0 < accepted < 1
 
 
 def test_payloads_record_the_template_thinking_and_sampling(
