@@ -100,9 +100,20 @@ KILLED_CONFIG, KILLED_LEVELS = "baseline", (2, 4)
 GENERATED = re.compile(r"^vllm:generation_tokens_total\{[^}]*\} (\S+)$", re.MULTILINE)
 
 
-def generated_tokens(base_url: str) -> float:
+#: vLLM's gauge of the requests in its running batch (vllm/v1/metrics/loggers.py)
+RUNNING = re.compile(r"^vllm:num_requests_running\{[^}]*\} (\S+)$", re.MULTILINE)
+
+
+def engine_counts(base_url: str) -> tuple[float, float]:
+    """(tokens the engine generated so far, requests in its running batch now)."""
     with urllib.request.urlopen(f"{base_url}/metrics", timeout=5) as r:
-        return sum(float(v) for v in GENERATED.findall(r.read().decode()))
+        text = r.read().decode()
+    running = sum(float(v) for v in RUNNING.findall(text))
+    return sum(float(v) for v in GENERATED.findall(text)), running
+
+
+def generated_tokens(base_url: str) -> float:
+    return engine_counts(base_url)[0]
 
 
 @dataclass
@@ -127,11 +138,12 @@ class EngineTierLauncher(DockerLauncher):
     (then c=4, if every one of c=2 went by too fast to be seen) begins (before its streams are
     sent) and ends, and the engine's generated-token counter is
     read then. A killer thread watches the counter and kills the container (SIGKILL to its init
-    process, at once: no Docker API call between the look and the kill) at the first look
-    that shows every stream of the iteration under way (2 tokens each) with at least half of
-    the iteration's tokens still to come. A look that comes later than that (a loaded machine
-    can delay it past the iteration's end) lets the iteration go, and the next one is watched:
-    the kill never lands in an iteration other than the one it names."""
+    process, at once: no Docker API call between the look and the kill) at the first look that
+    shows every stream of the iteration under way (all of them in the engine's running batch,
+    2 tokens each generated) with at least half of the iteration's tokens still to come. A
+    look that comes later than that (a loaded machine can delay it past the iteration's end)
+    lets the iteration go, and the next one is watched: the kill never lands in an iteration
+    other than the one it names."""
 
     def __init__(self, models: Path, work: Path) -> None:
         super().__init__()
@@ -191,8 +203,14 @@ class EngineTierLauncher(DockerLauncher):
                 spec, index, before = looked_at
                 first_tokens = 2 * spec.concurrency  # a couple of tokens for each stream
                 half = spec.concurrency * spec.max_tokens / 2
-                now = generated_tokens(spec.base_url)
-                if now < before + first_tokens:
+                now, running = engine_counts(spec.base_url)
+                # every stream in the engine's batch at once: under load one request can reach
+                # the engine only after the other has finished (2026-12-07: one stream whole,
+                # the other not yet answered when the kill came), so the token count alone
+                # does not show each one under way
+                if now < before + first_tokens or (
+                    running < spec.concurrency and now <= before + half
+                ):
                     time.sleep(0.005)
                     continue
                 if now > before + half or self.under_way != looked_at:
