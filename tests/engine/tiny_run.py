@@ -112,10 +112,6 @@ def engine_counts(base_url: str) -> tuple[float, float]:
     return sum(float(v) for v in GENERATED.findall(text)), running
 
 
-def generated_tokens(base_url: str) -> float:
-    return engine_counts(base_url)[0]
-
-
 @dataclass
 class Kill:
     """What the mid-iteration kill saw (the tests check it landed inside the streams)."""
@@ -172,7 +168,7 @@ class EngineTierLauncher(DockerLauncher):
         if server is None or self.kill.iteration is not None or self.baseline_starts > 1:
             return
         try:
-            before = generated_tokens(spec.base_url)
+            before, _ = engine_counts(spec.base_url)
         except OSError as err:
             self.kill.error = f"metrics as iteration {index} began: {err}"
             return
