@@ -65,19 +65,24 @@ demo: setup-runtime
 
 # Two phases. First every tier but the engine tier, in parallel workers (pytest-xdist): tests
 # sharing a Docker resource stay in one worker (tests/tiers.py); three workers on two cores,
-# since the Docker and Ansible tests mostly wait. Then, in one process, the engine tier: its
-# vLLM servers take both cores (model load, CPU kernels), and beside the other tiers it took
-# three times as long (docs/ci-timing.md). Its oracles hold on a loaded machine too
+# since the Docker and Ansible tests mostly wait. Then the engine tier, in two workers of its
+# own: its vLLM servers take both cores (model load, CPU kernels), and beside the other tiers it
+# took three times as long (docs/ci-timing.md). Its oracles hold on a loaded machine too
 # (tests/engine/merged_streams.py); the second phase is for time, not for quiet. Both phases
 # always run; the exit code is the first failure's.
 # PYTEST_WORKERS=0: no parallel workers.
 PYTEST_WORKERS ?= 3
 PYTEST_PARALLEL := $(if $(filter 0,$(PYTEST_WORKERS)),-p no:xdist,-n $(PYTEST_WORKERS) --dist loadgroup --no-loadscope-reorder)
+# The engine tier in two lanes (tests/tiers.py: the tiny matrix, and the rest): a server start
+# is ~30 s of Python imports, about one core of two, so two lanes overlap (8 min 32 s instead of
+# 10-11 min quiet, docs/ci-timing.md). ENGINE_WORKERS=0: one process.
+ENGINE_WORKERS ?= 2
+ENGINE_PARALLEL := $(if $(filter 0,$(ENGINE_WORKERS)),-p no:xdist,-n $(ENGINE_WORKERS) --dist loadgroup --no-loadscope-reorder)
 
 test: setup lint
 	@rc=0; \
 	$(BIN)/pytest $(PYTEST_PARALLEL) --durations=30 -m "(unit or integration or e2e or contract) and not gpu" tests || rc=$$?; \
-	$(BIN)/pytest -p no:xdist --durations=15 -m "engine and not gpu" tests || { r=$$?; [ $$rc -ne 0 ] || rc=$$r; }; \
+	$(BIN)/pytest $(ENGINE_PARALLEL) --durations=15 -m "engine and not gpu" tests || { r=$$?; [ $$rc -ne 0 ] || rc=$$r; }; \
 	exit $$rc
 
 test-unit: setup

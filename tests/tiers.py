@@ -24,6 +24,12 @@ XDIST_FILE_GROUPS = {
     # made once per process): one worker makes them once instead of each worker again
     "test_invariants.py": "demo-seeds",
     "test_generative_artifacts.py": "demo-seeds",
+    # The engine tier in two lanes (its own phase, two workers): a vLLM CPU server start is
+    # ~30 s of Python imports in three processes one after another, about one core of two, and
+    # the tier starts thirteen. The tiny matrix (six starts, every test of these two files reads
+    # its one run) in one lane; the categories, seed-method, GPTQ and image checks in the other.
+    "test_matrix_vllm_cpu.py": "engine-matrix",
+    "test_vllm_cpu.py": "engine-matrix",
 }
 #: The fresh-host tests grew to ~20 min of one worker, longer than the fleet: these run in a
 #: second group (its own provisioned target, ~3 min more, in another worker). The later stages
@@ -55,6 +61,7 @@ GROUP_ORDER = (
     "cli-errors",
     "registry",
     "demo-seeds",
+    "engine-matrix",
     "engine",
 )
 

@@ -86,7 +86,11 @@ def test_xdist_groups() -> None:
     assert xdist_group("tests/e2e/test_ansible_site.py::test_y") == "docker-e2e"
     assert xdist_group("tests/e2e/test_ansible_fleet.py::test_f") == "fleet"
     assert xdist_group("tests/infra/test_host.py::test_z") == "docker-e2e"
-    assert xdist_group("tests/engine/test_vllm_cpu.py::t") == "engine"
+    # the engine tier's two lanes: the tiny matrix's readers, and the rest
+    assert xdist_group("tests/engine/test_vllm_cpu.py::t") == "engine-matrix"
+    assert xdist_group("tests/engine/test_matrix_vllm_cpu.py::t[k1]") == "engine-matrix"
+    assert xdist_group("tests/engine/test_categories_vllm_cpu.py::t") == "engine"
+    assert xdist_group("tests/engine/test_gptq_vllm_cpu.py::t") == "engine"
     assert xdist_group("tests/unit/test_stats.py::t") is None
     assert xdist_group("tests/integration/test_cli_errors.py::test_bad_input[x]") == "cli-errors"
     assert xdist_group("tests/unit/test_generative_artifacts.py::t") == "demo-seeds"
