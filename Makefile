@@ -74,8 +74,8 @@ demo: setup-runtime
 PYTEST_WORKERS ?= 3
 PYTEST_PARALLEL := $(if $(filter 0,$(PYTEST_WORKERS)),-p no:xdist,-n $(PYTEST_WORKERS) --dist loadgroup --no-loadscope-reorder)
 # The engine tier in two lanes (tests/tiers.py: the tiny matrix, and the rest): a server start
-# is ~30 s of Python imports, about one core of two, so two lanes overlap (8 min 32 s instead of
-# 10-11 min quiet, docs/ci-timing.md). ENGINE_WORKERS=0: one process.
+# is ~30 s of Python imports, about one core of two, so two lanes overlap (7 min 24 s in the
+# quiet CI of 0d617d5 instead of 10-11 min, docs/ci-timing.md). ENGINE_WORKERS=0: one process.
 ENGINE_WORKERS ?= 2
 ENGINE_PARALLEL := $(if $(filter 0,$(ENGINE_WORKERS)),-p no:xdist,-n $(ENGINE_WORKERS) --dist loadgroup --no-loadscope-reorder)
 
