@@ -142,9 +142,11 @@ class Target:
         skip: str = "",
         check: bool = False,
         hosts: dict[str, dict[str, Any]] | None = None,
+        pipelined: bool = True,
     ) -> Any:
         """One playbook run against this target (host `fresh`), or against `hosts` (a fleet:
-        inventory name -> host vars, see inventory_host); pipelined (PIPELINED)."""
+        inventory name -> host vars, see inventory_host); pipelined (PIPELINED) unless told
+        not (tests/bench_ansible_pipelining.py)."""
         import ansible_runner
 
         bindir = str(Path(sys.executable).parent)
@@ -167,7 +169,7 @@ class Target:
                 "ANSIBLE_CACHE_PLUGIN": "jsonfile",
                 "ANSIBLE_CACHE_PLUGIN_CONNECTION": str(self.tmp / "facts"),
                 "ANSIBLE_CACHE_PLUGIN_TIMEOUT": "3600",
-                **PIPELINED,
+                **(PIPELINED if pipelined else {}),
             },
             quiet=True,
             timeout=600,
