@@ -102,8 +102,9 @@ test-engine: setup
 
 # check_test_timing.py: no test asserts a latency, percentile or elapsed-time bound (those are
 # benchmarks' figures: `make bench`, docs/benchmarks.md); check_function_length.py: no function
-# in bench/ has a body over 80 lines (one job each; the script says how it counts)
-LINT_SCRIPTS := scripts/check_test_timing.py scripts/check_function_length.py
+# in bench/ has a body over 80 lines (one job each; the script says how it counts);
+# check_import_cycles.py: no two modules of bench/ import each other, deferred imports included
+LINT_SCRIPTS := scripts/check_test_timing.py scripts/check_function_length.py scripts/check_import_cycles.py
 lint: setup
 	$(BIN)/ruff check bench tests $(LINT_SCRIPTS)
 	$(BIN)/ruff format --check bench tests $(LINT_SCRIPTS)
@@ -111,6 +112,7 @@ lint: setup
 	$(BIN)/lint-imports
 	$(BIN)/python scripts/check_test_timing.py
 	$(BIN)/python scripts/check_function_length.py
+	$(BIN)/python scripts/check_import_cycles.py
 
 # Benchmarks: figures, never pass/fail; their results, with the machine and its load, are in
 # docs/benchmarks.md. Not part of `make test`. bench-engine needs Docker and the vLLM CPU image

@@ -145,3 +145,14 @@ def _ensure_base_image(client: Any) -> None:
     )  # fmt: skip
     if r.returncode != 0:
         pytest.fail(f"docker/base/build.sh failed (exit {r.returncode}):\n{r.stderr[-4000:]}")
+
+
+@pytest.fixture(scope="session")
+def emulator_image(docker_client: Any) -> str:
+    """The emulator image built offline from this checkout (bench/emulator/image.py), once per
+    test process: the e2e tests that run it in containers share the build (each built its own,
+    ~40 s of CPU each, the same context every time). The images role's build on a host is its
+    own (test_ansible_site.py)."""
+    from bench.emulator.image import build_emulator_image
+
+    return build_emulator_image(docker_client, "specbench/emulator:e2e")

@@ -27,10 +27,19 @@ XDIST_FILE_GROUPS = {
     # The engine tier in two lanes (its own phase, two workers): a vLLM CPU server start is
     # ~30 s of Python imports in three processes one after another, about one core of two, and
     # the tier starts thirteen. The tiny matrix (six starts, every test of these two files reads
-    # its one run) in one lane; the categories, seed-method, GPTQ and image checks in the other.
+    # its one run) and the checks that read no run (the kernel dispatch under QEMU, the refused
+    # synthetic acceptance, the refused DFlash2 draft: ENGINE_MATRIX_LANE; ~50 s) in one lane;
+    # the categories, seed-method and GPTQ runs in the other. With those checks in the second
+    # lane it ended 64 s after the first (quiet CI of 0d617d5: 392 s and 456 s), a core idle.
     "test_matrix_vllm_cpu.py": "engine-matrix",
     "test_vllm_cpu.py": "engine-matrix",
+    "test_kernel_dispatch.py": "engine-matrix",
+    "test_speculation_cpu_build.py": "engine-matrix",
 }
+#: Engine tests of a file in the "engine" lane that read none of its runs (only the image and
+#: the tiny models): in the tiny matrix's lane, which is otherwise the shorter.
+ENGINE_MATRIX_LANE = ("test_dflash2_draft_is_refused_on_the_cpu_build",)
+
 #: The fresh-host tests grew to ~20 min of one worker, longer than the fleet: these run in a
 #: second group (its own provisioned target, ~3 min more, in another worker). The later stages
 #: (disk, GPUs, models, benchmark and its poll, images, check mode); the rest stay in the first.
@@ -79,6 +88,8 @@ def xdist_group(nodeid: str) -> str | None:
     group = XDIST_FILE_GROUPS.get(file) or XDIST_GROUPS.get(tier_folder(nodeid))
     if group == "fresh-host" and name.startswith(FRESH_HOST_SECOND):
         return "fresh-host-2"
+    if group == "engine" and name.startswith(ENGINE_MATRIX_LANE):
+        return "engine-matrix"
     return group
 
 

@@ -21,6 +21,7 @@ import json
 import math
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
@@ -410,10 +411,11 @@ async def measure_async(
     metrics_problems: list[MetricsProblem] = []
     series: dict[str, Any] = {}
     total = len(slots)
+    sending = _Sending(spec, factory, cursor, warnings)
     for i, (category, warmup) in enumerate(slots):
         if progress is not None:
             progress.iteration_started(i, total, warmup)
-        sent = await _send_measurable(spec, i, warmup, category, factory, cursor, warnings)
+        sent = await sending.measurable(i, warmup, category)
         is_emulator = is_emulator or sent.saw_emulator
         it, prompts = sent.record, sent.prompts
         if sent.before is not None and sent.after is not None:
@@ -470,32 +472,6 @@ async def _prompt_factory(spec: RunSpec) -> PromptFactory | None:
     return factory
 
 
-async def _send_measurable(
-    spec: RunSpec,
-    i: int,
-    warmup: bool,
-    category: str | None,
-    factory: PromptFactory | None,
-    cursor: dict[str, int],
-    warnings: list[str],
-) -> _Sent:
-    """Iteration ``i`` as ``_send_iteration`` sends it, sent again (at most MERGED_RETRIES
-    times) while every invalid stream of it arrived merged in one chunk; a measured iteration
-    of synthetic prompts only (bench/measure/_merged.py says why)."""
-    sent = await _send_iteration(spec, i, warmup, category, factory, cursor, warnings)
-    discarded: list[str] = []
-    for attempt in range(MERGED_RETRIES):
-        if warmup or factory is None or not merged_only(sent.record):
-            break
-        discarded.append(merged_note(sent.record, attempt))
-        sent = await _send_iteration(
-            spec, i, warmup, category, factory, cursor, warnings, aside=True
-        )
-    warnings += discarded
-    sent.record.discarded = discarded
-    return sent
-
-
 class _Sent(NamedTuple):
     """One iteration as last sent: its record and prompts, the /metrics scrapes around it
     (None for a warmup), and whether any response or scrape came from the emulator."""
@@ -507,48 +483,66 @@ class _Sent(NamedTuple):
     saw_emulator: bool
 
 
-async def _send_iteration(
-    spec: RunSpec,
-    i: int,
-    warmup: bool,
-    category: str | None,
-    factory: PromptFactory | None,
-    cursor: dict[str, int],
-    warnings: list[str],
-    aside: bool = False,
-) -> _Sent:
-    """Iteration ``i`` between two scrapes of /metrics (none for a warmup), sent again while
-    the server refuses it with 429/503 and a Retry-After (at most RETRIES times); with
-    ``aside``, synthetic prompts from outside the seeded sequence."""
-    saw_emulator = False
-    for attempt in range(RETRIES + 1):
-        # fresh prompts on a retry too: streams of the refused attempt that were served
-        # left their prompts in the server's prefix cache
-        items: list[PromptItem] | None = None
-        if factory is not None:
-            prompts = [factory.build(aside) for _ in range(spec.concurrency)]
-        else:
-            items = _next_items(spec, category or "", cursor)
-            prompts = [item.text() for item in items]
-        before = None if warmup else await _scrape(spec)
-        it, raws = await _one_iteration(spec, prompts, i, warmup, items)
-        after = None if warmup else await _scrape(spec)
-        saw_emulator = saw_emulator or any(r.is_emulator for r in raws)
-        saw_emulator = saw_emulator or any(s.is_emulator for s in (before, after) if s)
-        # A request the server refused with 429/503 produced nothing: the whole iteration
-        # (its streams start together) is sent again once the server's Retry-After passed.
-        waits = [retry_after(r) for r in raws if r.status in RETRY_STATUSES]
-        if not waits or None in waits or attempt == RETRIES:
-            break
-        wait = max(w for w in waits if w is not None)
-        refused = next(r for r in raws if r.status in RETRY_STATUSES)
-        warnings.append(
-            f"iteration {i}: the server answered {_refusal(refused)} to "
-            f"{len(waits)}/{len(raws)} request(s); sent the iteration again, with fresh "
-            f"prompts, after {wait:g} s"
-        )
-        await asyncio.sleep(wait)
-    return _Sent(it, prompts, before, after, saw_emulator)
+@dataclass
+class _Sending:
+    """How every iteration of one level is sent: the run, where its prompts come from (the
+    synthetic workload's factory, or the prompt set with each category's next position) and
+    the level's warnings, which the sending adds to."""
+
+    spec: RunSpec
+    factory: PromptFactory | None
+    cursor: dict[str, int]
+    warnings: list[str]
+
+    async def measurable(self, i: int, warmup: bool, category: str | None) -> _Sent:
+        """Iteration ``i`` as ``send`` sends it, sent again (at most MERGED_RETRIES times)
+        while every invalid stream of it arrived merged in one chunk; a measured iteration of
+        synthetic prompts only (bench/measure/_merged.py says why)."""
+        sent = await self.send(i, warmup, category)
+        discarded: list[str] = []
+        for attempt in range(MERGED_RETRIES):
+            if warmup or self.factory is None or not merged_only(sent.record):
+                break
+            discarded.append(merged_note(sent.record, attempt))
+            sent = await self.send(i, warmup, category, aside=True)
+        self.warnings += discarded
+        sent.record.discarded = discarded
+        return sent
+
+    async def send(self, i: int, warmup: bool, category: str | None, aside: bool = False) -> _Sent:
+        """Iteration ``i`` between two scrapes of /metrics (none for a warmup), sent again
+        while the server refuses it with 429/503 and a Retry-After (at most RETRIES times);
+        with ``aside``, synthetic prompts from outside the seeded sequence."""
+        spec = self.spec
+        saw_emulator = False
+        for attempt in range(RETRIES + 1):
+            # fresh prompts on a retry too: streams of the refused attempt that were served
+            # left their prompts in the server's prefix cache
+            items: list[PromptItem] | None = None
+            if self.factory is not None:
+                prompts = [self.factory.build(aside) for _ in range(spec.concurrency)]
+            else:
+                items = _next_items(spec, category or "", self.cursor)
+                prompts = [item.text() for item in items]
+            before = None if warmup else await _scrape(spec)
+            it, raws = await _one_iteration(spec, prompts, i, warmup, items)
+            after = None if warmup else await _scrape(spec)
+            saw_emulator = saw_emulator or any(r.is_emulator for r in raws)
+            saw_emulator = saw_emulator or any(s.is_emulator for s in (before, after) if s)
+            # A request the server refused with 429/503 produced nothing: the whole iteration
+            # (its streams start together) is sent again once the server's Retry-After passed.
+            waits = [retry_after(r) for r in raws if r.status in RETRY_STATUSES]
+            if not waits or None in waits or attempt == RETRIES:
+                break
+            wait = max(w for w in waits if w is not None)
+            refused = next(r for r in raws if r.status in RETRY_STATUSES)
+            self.warnings.append(
+                f"iteration {i}: the server answered {_refusal(refused)} to "
+                f"{len(waits)}/{len(raws)} request(s); sent the iteration again, with fresh "
+                f"prompts, after {wait:g} s"
+            )
+            await asyncio.sleep(wait)
+        return _Sent(it, prompts, before, after, saw_emulator)
 
 
 def _iteration_counters(

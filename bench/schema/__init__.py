@@ -52,12 +52,11 @@ from bench.schema._payload import (
     Validity,
     ValidityReason,
     Workload,
-    check_payload,
-    check_payload_file,
     payload_json_schema,
     read_payload,
     write_payload,
 )
+from bench.schema._payload_check import check_payload, check_payload_file
 from bench.schema._pins import (
     PINS_SCHEMA,
     ImageLock,

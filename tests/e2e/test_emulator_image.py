@@ -8,16 +8,12 @@ from typing import Any
 
 import httpx
 
-from bench.emulator.image import build_emulator_image
 from bench.emulator.tokens import words_for
 
-TAG = "specbench/emulator:e2e"
 
-
-def test_emulator_image_serves_a_stream(docker_client: Any) -> None:
-    tag = build_emulator_image(docker_client, TAG)
+def test_emulator_image_serves_a_stream(docker_client: Any, emulator_image: str) -> None:
     container = docker_client.containers.run(
-        tag,
+        emulator_image,
         ["sglang", "--host", "0.0.0.0", "--port", "8000", "--time-scale", "0.01"],
         ports={"8000/tcp": ("127.0.0.1", None)},
         detach=True,

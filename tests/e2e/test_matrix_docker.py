@@ -8,7 +8,6 @@ from typing import Any
 import pytest
 from oracles import spoiled_only_by_load
 
-from bench.emulator.image import build_emulator_image
 from bench.engines import load_experiment
 from bench.matrix import Artifacts, DockerLauncher, MatrixOptions, run_matrix
 from bench.schema import EXPERIMENTS_DIR, Hardware, read_payload
@@ -21,15 +20,13 @@ from bench.schema import EXPERIMENTS_DIR, Hardware, read_payload
 # spoiled_only_by_load), and nothing else, so it runs in the parallel phase again, in the
 # docker-e2e group (issue 50: ~100 s off the serial phase).
 
-TAG = "specbench/emulator:e2e-matrix"
 DUMMY_TOKEN = "hf_e2eDUMMYtokenNOTreal987654321"
 
 
 def test_seed_matrix_in_containers(
-    docker_client: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    docker_client: Any, emulator_image: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("HF_TOKEN", DUMMY_TOKEN)
-    image = build_emulator_image(docker_client, TAG)
     exp_path = EXPERIMENTS_DIR / "qwen38-27b-gptq-2x3090.yaml"
     exp = load_experiment(exp_path)
     out = tmp_path / "out"
@@ -49,7 +46,7 @@ def test_seed_matrix_in_containers(
         out=out,
         launcher="docker",
         emulate=True,
-        emulator_image=image,
+        emulator_image=emulator_image,
         # 0.02 (the Ansible runs' scale): a DFlash stream then spans ~200 ms. At 0.005 (~50 ms)
         # a CPU stall of the loaded CI machine delivered a whole stream in one read, which the
         # client rightly calls invalid (decode rate undefined).

@@ -10,12 +10,10 @@ from typing import Any
 
 import yaml
 
-from bench.emulator.image import build_emulator_image
 from bench.engines import ContainerSpec, load_experiment
 from bench.matrix import Artifacts, DockerLauncher, MatrixOptions, run_matrix
 from bench.schema import EXPERIMENTS_DIR, read_payload
 
-TAG = "specbench/emulator:e2e-matrix"  # test_matrix_docker.py's: one build serves both
 LIMIT = "12m"  # the emulator's interpreter and imports need several times this
 
 
@@ -48,9 +46,8 @@ class MemoryLimitedLauncher(DockerLauncher):
 
 
 def test_an_oom_killed_container_fails_its_configuration_and_the_matrix_goes_on(
-    docker_client: Any, tmp_path: Path
+    docker_client: Any, emulator_image: str, tmp_path: Path
 ) -> None:
-    image = build_emulator_image(docker_client, TAG)
     data: dict[str, Any] = yaml.safe_load(
         (EXPERIMENTS_DIR / "qwen38-27b-gptq-2x3090.yaml").read_text()
     )
@@ -67,7 +64,7 @@ def test_an_oom_killed_container_fails_its_configuration_and_the_matrix_goes_on(
         out=out,
         launcher="docker",
         emulate=True,
-        emulator_image=image,
+        emulator_image=emulator_image,
         time_scale=0.02,
         warmup=0,
         iterations=1,

@@ -1,16 +1,17 @@
-"""Bad input to every ``specbench`` sub-command, each run as a real subprocess: exit code 2 (1
+"""Bad input to every ``specbench`` sub-command, each in a process of its own: exit code 2 (1
 only where a command's contract says a run/validation failed), one line naming the field and
-the reason (or typer's own usage error), and never a traceback."""
+the reason (or typer's own usage error), and never a traceback. The processes are forked from
+one that imported the command line once (cli_forkserver.py); a sample of the cases runs
+through ``python -m bench`` as well, with the same answers."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import socket
 import subprocess
 import sys
-from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import NamedTuple
 
@@ -19,6 +20,7 @@ import pytest
 from bench.cli import main
 
 REPO = Path(__file__).resolve().parents[2]
+FORKSERVER = Path(__file__).with_name("cli_forkserver.py")
 EXP = str(REPO / "bench/experiments/qwen38-27b-gptq-2x3090.yaml")
 NVML_DUMP = str(REPO / "tests/fixtures/hardware/h200-nvml-dump.json")
 HARDWARE = REPO / "tests/fixtures/hardware/h200-hardware.json"
@@ -170,25 +172,72 @@ def workdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return d
 
 
-@pytest.fixture(scope="module")
-def results(workdir: Path) -> Iterator[dict[str, subprocess.CompletedProcess[str]]]:
-    """Every case run once, a few at a time (each is a fresh interpreter, ~0.5 s)."""
-    port = closed_port()
-    env = {**os.environ, "SPECBENCH_DEBUG": "", "COLUMNS": "200"}
+#: the cases run through a real interpreter too (``python -m bench``): every eighth
+SAMPLE = CASES[::8]
 
-    def one(case: Case) -> subprocess.CompletedProcess[str]:
-        argv = case.argv.format(exp=EXP, dump=NVML_DUMP, port=port).split()
+
+class Answers:
+    """Each case's answer from the fork server (cli_forkserver.py), and a real interpreter's
+    for the SAMPLE."""
+
+    def __init__(self, workdir: Path) -> None:
+        self.workdir = workdir
+        self.port = closed_port()
+        self.env = {**os.environ, "SPECBENCH_DEBUG": "", "COLUMNS": "200"}
+
+    def argv(self, case: Case) -> list[str]:
+        return case.argv.format(exp=EXP, dump=NVML_DUMP, port=self.port).split()
+
+    def forked(self) -> dict[str, subprocess.CompletedProcess[str]]:
+        with subprocess.Popen(
+            [sys.executable, str(FORKSERVER)], cwd=REPO, env=self.env, text=True,
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+        ) as server:  # fmt: skip
+            assert server.stdin is not None and server.stdout is not None
+            assert json.loads(server.stdout.readline()) == {"ready": True}
+            out = {}
+            for case in CASES:
+                request = {"argv": self.argv(case), "cwd": str(self.workdir), "timeout": 60}
+                server.stdin.write(json.dumps(request) + "\n")
+                server.stdin.flush()
+                a = json.loads(server.stdout.readline())
+                out[case.argv] = subprocess.CompletedProcess(
+                    self.argv(case), a["returncode"], a["stdout"], a["stderr"]
+                )
+            server.stdin.close()
+            assert server.wait(timeout=30) == 0
+            return out
+
+    def real(self, case: Case) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
-            [sys.executable, "-m", "bench", *argv],
-            cwd=workdir,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
+            [sys.executable, "-m", "bench", *self.argv(case)],
+            cwd=self.workdir, env=self.env, capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
 
-    with ThreadPoolExecutor(max_workers=4) as pool:
-        yield dict(zip((c.argv for c in CASES), pool.map(one, CASES), strict=True))
+
+@pytest.fixture(scope="module")
+def answers(workdir: Path) -> Answers:
+    return Answers(workdir)
+
+
+@pytest.fixture(scope="module")
+def results(answers: Answers) -> dict[str, subprocess.CompletedProcess[str]]:
+    """Every case's answer, from the fork server (one import of the command line for all)."""
+    return answers.forked()
+
+
+def test_the_fork_server_answers_as_a_real_interpreter(
+    answers: Answers, results: dict[str, subprocess.CompletedProcess[str]]
+) -> None:
+    """The SAMPLE through ``python -m bench`` itself: the same exit code, stdout and stderr as
+    the fork server gave (so the other cases' answers are the command line's own)."""
+    for case in SAMPLE:
+        real, forked = answers.real(case), results[case.argv]
+        assert (real.returncode, real.stdout, real.stderr) == (
+            forked.returncode,
+            forked.stdout,
+            forked.stderr,
+        ), case.argv
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c.argv[:70] for c in CASES])

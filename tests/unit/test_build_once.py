@@ -91,6 +91,10 @@ def test_xdist_groups() -> None:
     assert xdist_group("tests/engine/test_matrix_vllm_cpu.py::t[k1]") == "engine-matrix"
     assert xdist_group("tests/engine/test_categories_vllm_cpu.py::t") == "engine"
     assert xdist_group("tests/engine/test_gptq_vllm_cpu.py::t") == "engine"
+    assert xdist_group("tests/engine/test_kernel_dispatch.py::t") == "engine-matrix"
+    seed = "tests/engine/test_seed_methods_vllm_cpu.py::"
+    assert xdist_group(seed + "test_dflash2_draft_is_refused_on_the_cpu_build") == "engine-matrix"
+    assert xdist_group(seed + "test_seed_shape_serves_and_loads_the_method[mtp]") == "engine"
     assert xdist_group("tests/unit/test_stats.py::t") is None
     assert xdist_group("tests/integration/test_cli_errors.py::test_bad_input[x]") == "cli-errors"
     assert xdist_group("tests/unit/test_generative_artifacts.py::t") == "demo-seeds"
