@@ -10,7 +10,8 @@ import pytest
 
 from bench.measure import RunSpec
 from bench.measure._acceptance import VLLM_ACCEPTED, VLLM_DRAFT_TOKENS, VLLM_DRAFTS
-from bench.measure._loop import _iteration_record, _payload
+from bench.measure._assemble import level_payload
+from bench.measure._loop import _iteration_record
 from bench.schema import (
     AcceptanceDelta,
     Hardware,
@@ -145,7 +146,7 @@ def test_iteration_prompt_mismatch_allowed() -> None:
     assert it.valid and it.per_stream_mean_tok_s == pytest.approx(40.0)
 
 
-# _payload: figures over the measured iterations only.
+# level_payload: figures over the measured iterations only.
 
 
 def acc(drafts: int, draft_tokens: int, accepted: int) -> AcceptanceDelta:
@@ -230,7 +231,7 @@ def run_records() -> list[IterationRecord]:
 
 
 def build(iterations: list[IterationRecord], **kw: object) -> Payload:
-    return _payload(spec(**kw), iterations, "prompt", False, "2026-01-01T00:00:00+00:00", [])
+    return level_payload(spec(**kw), iterations, "prompt", False, "2026-01-01T00:00:00+00:00", [])
 
 
 def test_figures_over_measured_iterations_only() -> None:
@@ -354,7 +355,7 @@ def test_no_speculation() -> None:
 
 
 def test_emulator_makes_the_payload_simulated() -> None:
-    p = _payload(spec(), run_records(), "prompt", True, "2026-01-01T00:00:00+00:00", [])
+    p = level_payload(spec(), run_records(), "prompt", True, "2026-01-01T00:00:00+00:00", [])
     assert p.simulated and p.evidence.run.simulated
 
 
