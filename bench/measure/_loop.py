@@ -6,7 +6,8 @@ engine's counters, open C connections, send C requests together, wait for every 
 again. Per request the client gives TTFT, decode tok/s ((completion_tokens - 1) / first-to-last
 token window, tokens from usage) and E2E; per iteration the per-stream mean and the aggregate
 (total completion tokens / (last token - first send)); over the valid measured iterations,
-``bench.core.summarize`` gives mean, stddev, median, min, max and the 95% CI.
+``bench.core.summarize`` gives mean, stddev, median, min, max and the 95% CI (the level's payload
+is assembled from the iterations by ``_assemble.py``).
 
 Server misbehaviour never raises: it becomes an invalid request/iteration with a one-line reason
 and the payload's validity block says invalid. Bad input (unreachable server, unknown served
