@@ -3,22 +3,18 @@ it flags and what it lets pass, each case written out by hand."""
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 from types import ModuleType
 
 import pytest
+from script_module import load_script
 
 SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "check_test_timing.py"
 
 
 @pytest.fixture(scope="module")
 def lint() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("check_test_timing", SCRIPT)
-    assert spec and spec.loader
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_script(SCRIPT)
 
 
 def flagged(lint: ModuleType, tmp_path: Path, body: str) -> list[str]:

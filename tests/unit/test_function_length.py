@@ -4,24 +4,18 @@ defs, and a function over the bound named."""
 from __future__ import annotations
 
 import ast
-import importlib.util
-import sys
 from pathlib import Path
 from types import ModuleType
 
 import pytest
+from script_module import load_script
 
 SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "check_function_length.py"
 
 
 @pytest.fixture(scope="module")
 def check() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("check_function_length", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = mod
-    spec.loader.exec_module(mod)
-    return mod
+    return load_script(SCRIPT)
 
 
 def _fn(src: str) -> ast.FunctionDef:
